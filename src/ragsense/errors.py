@@ -1,0 +1,39 @@
+"""Exceptions ragsense raises. Each message says what went wrong and, where it can, how to fix it."""
+
+from __future__ import annotations
+
+
+class RagsenseError(Exception):
+    """Base class of every ragsense error."""
+
+
+class InputError(RagsenseError, ValueError):
+    """A row of user input is unusable. Names the row and the field."""
+
+    def __init__(self, message: str, *, row: int | str | None = None, field: str | None = None) -> None:
+        self.row = row
+        self.field = field
+        where = []
+        if row is not None:
+            where.append(f"row {row}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        prefix = (", ".join(where) + ": ") if where else ""
+        super().__init__(prefix + message)
+        self.reason = message
+
+
+class ModelNotFoundError(RagsenseError, LookupError):
+    """An unknown model name or backend."""
+
+
+class BackendUnavailableError(RagsenseError, ImportError):
+    """A backend's optional dependency is not installed. The message carries the install hint."""
+
+
+class CapabilityError(RagsenseError, TypeError):
+    """A model lacks a capability a metric needs (e.g. log-probabilities)."""
+
+
+class ModelCallError(RagsenseError, RuntimeError):
+    """A model call failed (server unreachable, timeout, malformed response)."""

@@ -1,0 +1,142 @@
+"""The narrow model interface every metric goes through.
+
+A backend implements :class:`LanguageModel` (identity and limits) plus any of the capability
+protocols below. Metrics ask for the capability they need with :func:`require`, so a chat-only API
+that cannot return log-probabilities fails early with a clear message instead of deep inside a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar, runtime_checkable
+
+from ragsense.errors import CapabilityError
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """Score ``continuation`` given ``prompt``.
+
+    Tokenization contract, identical for every backend (local or server):
+
+    1. The text ``prompt + continuation`` is tokenized **once, jointly**, exactly as the model's
+       tokenizer does for plain text (including a BOS token when the tokenizer adds one). Nothing is
+       inserted between the two strings: put the separating space or newline in one of them
+       (ragsense puts it at the start of the continuation, e.g. ``" Paris"``).
+    2. The continuation's tokens are the tokens whose character span ends after ``len(prompt)``.
+       A token that starts inside the prompt and ends inside the continuation (possible only when
+       the join falls inside a word) is counted as a continuation token and reported through
+       :attr:`ContinuationScore.straddles_boundary`.
+    3. Each continuation token at position ``i`` gets ``log p(token_i | tokens_<i)`` from the
+       model's output at position ``i - 1`` (natural log, float32 log-softmax over the full
+       vocabulary). A continuation whose first token is at position 0 (empty prompt, no BOS) cannot
+       be scored and raises :class:`ValueError`.
+
+    Joint tokenization is what OpenAI-compatible servers do with ``echo=True``, which is why server
+    and local scores agree.
+    """
+
+    prompt: str
+    continuation: str
+
+
+@dataclass(frozen=True)
+class ContinuationScore:
+    """Per-token log-probabilities of a continuation.
+
+    ``offsets`` are character spans relative to the continuation string (a straddling first token
+    is clipped to start at 0). ``prompt_tokens`` counts the tokens before the first continuation token.
+    """
+
+    tokens: tuple[str, ...]
+    offsets: tuple[tuple[int, int], ...]
+    logprobs: tuple[float, ...]
+    prompt_tokens: int
+    straddles_boundary: bool = False
+
+    @property
+    def total(self) -> float:
+        """Sum of the continuation's token log-probabilities."""
+        return float(sum(self.logprobs))
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.logprobs)
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """Decoding settings. The default is greedy decoding, which is deterministic."""
+
+    max_new_tokens: int = 128
+    temperature: float = 0.0
+    stop: tuple[str, ...] = ()
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str
+    finish_reason: str = "stop"  # "stop" | "length"
+    n_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a metric needs to know about a model to plan its work."""
+
+    name: str
+    backend: str
+    context_window: int
+    # A stable identity used in cache keys: changes when weights or tokenizer change.
+    fingerprint: str
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    """Identity, limits and tokenization of a model. Every backend implements this."""
+
+    @property
+    def info(self) -> ModelInfo: ...
+
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens of ``text`` tokenized alone (no special tokens)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class SupportsLogprobs(LanguageModel, Protocol):
+    """Capability: log-probabilities of given continuations (ConSens, correctness features)."""
+
+    async def score(self, requests: Sequence[ScoreRequest]) -> list[ContinuationScore]:
+        """Score many requests; the backend batches them. Results come back in request order."""
+        ...
+
+
+@runtime_checkable
+class SupportsGeneration(LanguageModel, Protocol):
+    """Capability: text generation (answers, judge reasons)."""
+
+    async def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[Generation]: ...
+
+
+Capability = TypeVar("Capability", bound=LanguageModel)
+
+
+def require(model: LanguageModel, capability: type[Capability], purpose: str) -> Capability:
+    """Return ``model`` typed as ``capability`` or raise :class:`CapabilityError` naming what is missing.
+
+    >>> from ragsense.models import load_model, SupportsLogprobs
+    >>> require(load_model("fake"), SupportsLogprobs, "ConSens").info.backend
+    'fake'
+    """
+    if not isinstance(model, capability):
+        raise CapabilityError(
+            f"{purpose} needs a model with the {capability.__name__} capability; "
+            f"{model.info.name!r} ({model.info.backend} backend) does not provide it"
+        )
+    return model
