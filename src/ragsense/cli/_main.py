@@ -1,0 +1,47 @@
+"""Entry point and subcommand wiring. Each subcommand lives in its own module with ``add_parser``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from ragsense._version import __version__
+from ragsense.cli import _experiment, _grounding, _models, _serve
+from ragsense.errors import RagsenseError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ragsense",
+        description="Offline, deterministic evaluation of RAG answers: grounding, attribution, correctness.",
+    )
+    parser.add_argument("--version", action="version", version=f"ragsense {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in (_grounding, _experiment, _models, _serve):
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    try:
+        code: int = args.run(args)
+    except RagsenseError as exc:
+        print(f"ragsense: error: {exc}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, FileExistsError) as exc:
+        print(f"ragsense: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ragsense: interrupted; finished rows are saved (continue with --resume)", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

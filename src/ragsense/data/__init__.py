@@ -1,0 +1,69 @@
+"""Rows in and results out: the row schema (with RAGAS aliases), readers and writers, dataset loaders.
+
+>>> rows = list(read_rows(sample_rows_path()))
+>>> all(isinstance(row, RagRow) for row in rows)
+True
+"""
+
+from __future__ import annotations
+
+from importlib.resources import as_file, files
+from pathlib import Path
+
+from ragsense.data._datasets import (
+    DATA_DIR_ENV,
+    PubMedQAItem,
+    SquadItem,
+    WikiEvalItem,
+    default_data_dir,
+    load_pubmedqa,
+    load_squad_v2,
+    load_wikieval,
+)
+from ragsense.data._io import (
+    JsonlWriter,
+    RowError,
+    RowOrError,
+    dumps_json,
+    parse_rows,
+    read_rows,
+    write_csv,
+    write_jsonl,
+)
+from ragsense.data._schema import ALIASES, RagRow, parse_row
+
+
+def sample_rows_path() -> Path:
+    """The bundled sample file: 8 small RAG rows with an ``expected`` verdict (grounded/ungrounded/partial).
+
+    >>> sample_rows_path().name
+    'sample_rag.jsonl'
+    """
+    resource = files("ragsense.data").joinpath("samples", "sample_rag.jsonl")
+    # Installed packages are plain directories, so the path stays valid after the context exits.
+    with as_file(resource) as path:
+        return Path(path)
+
+
+__all__ = [
+    "ALIASES",
+    "DATA_DIR_ENV",
+    "JsonlWriter",
+    "PubMedQAItem",
+    "RagRow",
+    "RowError",
+    "RowOrError",
+    "SquadItem",
+    "WikiEvalItem",
+    "default_data_dir",
+    "dumps_json",
+    "load_pubmedqa",
+    "load_squad_v2",
+    "load_wikieval",
+    "parse_row",
+    "parse_rows",
+    "read_rows",
+    "sample_rows_path",
+    "write_csv",
+    "write_jsonl",
+]

@@ -1,0 +1,210 @@
+"""Loaders for the public datasets the papers' experiments use: WikiEval, PubMedQA (PQA-L), SQuAD 2.0.
+
+Each loader reads a local file (ragsense never downloads) and returns plain frozen dataclasses in file
+order. Without a path, files are looked up under :func:`default_data_dir`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DATA_DIR_ENV = "RAGSENSE_DATA_DIR"
+_LAST_RESORT = Path("/work/shared/data")
+
+
+def default_data_dir() -> Path:
+    """Where the datasets live when no path is given.
+
+    In order: the ``RAGSENSE_DATA_DIR`` environment variable (used as given, even if missing, so a typo
+    shows up); ``../shared/data`` relative to the current working directory, if it exists;
+    ``/work/shared/data`` as the last resort.
+
+    >>> isinstance(default_data_dir(), Path)
+    True
+    """
+    configured = os.environ.get(DATA_DIR_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    relative = Path.cwd().parent / "shared" / "data"
+    if relative.is_dir():
+        return relative.resolve()
+    return _LAST_RESORT
+
+
+def _locate(path: str | os.PathLike[str] | None, subdir: str, filename: str) -> Path:
+    """The dataset file: ``path`` itself, ``path/filename`` for a directory, or the default location."""
+    file = Path(default_data_dir() / subdir if path is None else path)
+    if file.is_dir():
+        file = file / filename
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"dataset file not found: {str(file)!r}; pass its path or set {DATA_DIR_ENV} to the folder "
+            f"holding {subdir}/{filename}"
+        )
+    return file
+
+
+def _unique(texts: list[str]) -> list[str]:
+    return list(dict.fromkeys(texts))
+
+
+# ------------------------------------------------------------------------------------------------ WikiEval
+
+
+@dataclass(frozen=True)
+class WikiEvalItem:
+    """One WikiEval question with its three answers and two context versions.
+
+    ``id`` is the 0-based row number as a string; ``source`` the Wikipedia page title.
+    ``context_v1`` is one passage; ``context_v2`` one to three passages.
+    """
+
+    id: str
+    question: str
+    grounded_answer: str
+    ungrounded_answer: str
+    poor_answer: str
+    context_v1: list[str]
+    context_v2: list[str]
+    source: str
+
+
+def _strip_prefix(text: str, prefix: str) -> str:
+    # The published data puts "Question: " / "Answer: " in front of the texts (one ungrounded answer too).
+    text = text.strip()
+    return text[len(prefix) :].lstrip() if text.startswith(prefix) else text
+
+
+def _str_list(value: Any, what: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValueError(f"{what} must be a list of strings")
+    return list(value)
+
+
+def load_wikieval(path: str | os.PathLike[str] | None = None) -> list[WikiEvalItem]:
+    """Load WikiEval (Es et al. 2023; 50 rows) from ``wikieval.jsonl``, with the text prefixes removed.
+
+    ``path``: the file or its folder (default: ``default_data_dir()/wikieval``).
+
+    >>> items = load_wikieval()  # doctest: +SKIP
+    >>> len(items), items[0].question[:9]  # doctest: +SKIP
+    (50, 'When is t')
+    """
+    file = _locate(path, "wikieval", "wikieval.jsonl")
+    items: list[WikiEvalItem] = []
+    with file.open(encoding="utf-8") as handle:
+        for number, line in enumerate(line for line in handle if line.strip()):
+            raw = json.loads(line)
+            items.append(
+                WikiEvalItem(
+                    id=str(number),
+                    question=_strip_prefix(raw["question"], "Question: "),
+                    grounded_answer=_strip_prefix(raw["answer"], "Answer: "),
+                    ungrounded_answer=_strip_prefix(raw["ungrounded_answer"], "Answer: "),
+                    poor_answer=_strip_prefix(raw["poor_answer"], "Answer: "),
+                    context_v1=_str_list(raw["context_v1"], f"{file} row {number} context_v1"),
+                    context_v2=_str_list(raw["context_v2"], f"{file} row {number} context_v2"),
+                    source=str(raw.get("source", "")),
+                )
+            )
+    return items
+
+
+# ------------------------------------------------------------------------------------------------ PubMedQA
+
+
+@dataclass(frozen=True)
+class PubMedQAItem:
+    """One PubMedQA PQA-L question: its abstract's sections (``contexts``, with section ``labels`` such as
+    ``"BACKGROUND"``), the abstract's conclusion (``long_answer``) and the yes/no/maybe ``final_decision``.
+    """
+
+    pmid: str
+    question: str
+    contexts: list[str]
+    labels: list[str]
+    long_answer: str
+    final_decision: str
+
+
+def load_pubmedqa(path: str | os.PathLike[str] | None = None) -> list[PubMedQAItem]:
+    """Load PubMedQA PQA-L (Jin et al. 2019; 1,000 questions) from ``ori_pqal.json``, in file order.
+
+    ``path``: the file or its folder (default: ``default_data_dir()/pubmedqa``).
+
+    >>> items = load_pubmedqa()  # doctest: +SKIP
+    >>> len(items), items[0].final_decision  # doctest: +SKIP
+    (1000, 'yes')
+    """
+    file = _locate(path, "pubmedqa", "ori_pqal.json")
+    with file.open(encoding="utf-8") as handle:
+        data: dict[str, dict[str, Any]] = json.load(handle)
+    items: list[PubMedQAItem] = []
+    for pmid, raw in data.items():
+        contexts = _str_list(raw["CONTEXTS"], f"{file} PMID {pmid} CONTEXTS")
+        labels = _str_list(raw["LABELS"], f"{file} PMID {pmid} LABELS")
+        if len(labels) != len(contexts):
+            raise ValueError(f"{file} PMID {pmid}: {len(contexts)} CONTEXTS but {len(labels)} LABELS")
+        items.append(
+            PubMedQAItem(
+                pmid=pmid,
+                question=raw["QUESTION"],
+                contexts=contexts,
+                labels=labels,
+                long_answer=raw["LONG_ANSWER"],
+                final_decision=raw["final_decision"],
+            )
+        )
+    return items
+
+
+# ------------------------------------------------------------------------------------------------ SQuAD 2.0
+
+
+@dataclass(frozen=True)
+class SquadItem:
+    """One SQuAD 2.0 question with its paragraph.
+
+    ``answers``: the distinct gold answer texts in their original order (empty when ``is_impossible``);
+    ``plausible_answers``: for unanswerable questions, the distinct plausible-but-wrong spans.
+    """
+
+    id: str
+    title: str
+    question: str
+    context: str
+    answers: list[str]
+    is_impossible: bool
+    plausible_answers: list[str]
+
+
+def load_squad_v2(path: str | os.PathLike[str] | None = None) -> list[SquadItem]:
+    """Load a SQuAD 2.0 JSON file (default: ``default_data_dir()/squad_v2/dev-v2.0.json``), in file order.
+
+    >>> items = load_squad_v2()  # doctest: +SKIP
+    >>> len(items), sum(item.is_impossible for item in items)  # doctest: +SKIP
+    (6078, 3168)
+    """
+    file = _locate(path, "squad_v2", "dev-v2.0.json")
+    with file.open(encoding="utf-8") as handle:
+        data = json.load(handle)
+    items: list[SquadItem] = []
+    for article in data["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                items.append(
+                    SquadItem(
+                        id=qa["id"],
+                        title=article["title"],
+                        question=qa["question"],
+                        context=paragraph["context"],
+                        answers=_unique([answer["text"] for answer in qa["answers"]]),
+                        is_impossible=bool(qa.get("is_impossible", False)),
+                        plausible_answers=_unique([a["text"] for a in qa.get("plausible_answers", [])]),
+                    )
+                )
+    return items

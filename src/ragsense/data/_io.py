@@ -1,0 +1,355 @@
+"""Reading rows from JSONL / JSON / CSV files and writing result rows to JSONL / CSV.
+
+Reading never stops at a bad row: each data row yields either a :class:`RagRow` or a :class:`RowError`,
+so a run can score the good rows and report the bad ones. Writing never lets a NaN or an infinity
+through silently: a result that has no value must be written as ``None`` (JSON ``null``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, TypeAlias
+
+from ragsense.data._schema import RagRow, check_unique_id, given_id, parse_row
+from ragsense.errors import InputError
+
+SUFFIXES = (".jsonl", ".json", ".csv")
+
+# Long context passages exceed csv's default 128 KiB cell limit; the limit is process-wide, so raise it
+# once here rather than fail on real data.
+csv.field_size_limit(2**31 - 1)
+
+
+@dataclass(frozen=True)
+class RowError:
+    """An input row that could not be used: where it is, which field, why, and what it held.
+
+    ``index`` is the 0-based data row number; ``id`` the row's own id when it had a readable one;
+    ``message`` the reason (without the row prefix); ``raw`` the row's fields, or the line's text when
+    it was not even valid JSON.
+    """
+
+    index: int
+    id: str | None
+    field: str | None
+    message: str
+    raw: dict[str, Any] | str | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        """The input fields (unchanged) to carry into an output row."""
+        return dict(self.raw) if isinstance(self.raw, dict) else {}
+
+    def __str__(self) -> str:
+        where = [f"row {self.id if self.id is not None else self.index}"]
+        if self.field is not None:
+            where.append(f"field {self.field!r}")
+        return ", ".join(where) + ": " + self.message
+
+
+RowOrError: TypeAlias = RagRow | RowError
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+
+def read_rows(path: str | os.PathLike[str], *, require_answer: bool = True) -> Iterator[RowOrError]:
+    """Read rows from a ``.jsonl``, ``.json`` (a list of objects) or ``.csv`` file, or ``-`` (JSONL on stdin).
+
+    Yields one item per data row, in file order: a :class:`RagRow`, or a :class:`RowError` for a row
+    that is malformed, misses a field, or repeats an earlier id. Blank JSONL lines are not data rows.
+    A missing file or an unsupported suffix raises at once; a ``.json`` file that is not valid JSON
+    raises :class:`~ragsense.errors.InputError`.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "rows.jsonl"
+    >>> _ = p.write_text('{"question": "Q?", "context": "C.", "answer": "A."}\\n{oops\\n')
+    >>> [type(r).__name__ for r in read_rows(p)]
+    ['RagRow', 'RowError']
+    """
+    if str(path) == "-":
+        return _rows(_jsonl_records(sys.stdin), require_answer)
+    file = Path(path)
+    suffix = file.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise InputError(
+            f"cannot read {str(file)!r}: unsupported file type {suffix or '(none)'!r}; "
+            "use .jsonl, .json or .csv (or - for JSONL on stdin)"
+        )
+    if not file.is_file():
+        raise FileNotFoundError(f"input file not found: {str(file)!r}")
+    if suffix == ".json":
+        return _rows(_json_records(file), require_answer)
+    if suffix == ".csv":
+        return _rows(_csv_records(file), require_answer)
+    return _rows(_jsonl_file_records(file), require_answer)
+
+
+# A record is (raw fields, None) or (raw text, why it is not a row).
+_Record: TypeAlias = tuple[Any, str | None]
+
+
+def parse_rows(raws: Iterable[Mapping[str, Any]], *, require_answer: bool = True) -> Iterator[RowOrError]:
+    """Parse in-memory rows (dicts) in order, yielding a :class:`RagRow` or a :class:`RowError` for each.
+
+    The same checks as :func:`read_rows`, a repeated id included, for rows that are not in a file.
+
+    >>> rows = [{"id": "a", "question": "Q?", "context": "C.", "answer": "A."}] * 2
+    >>> [type(r).__name__ for r in parse_rows(rows)]
+    ['RagRow', 'RowError']
+    """
+    return _rows(((raw, None) for raw in raws), require_answer)
+
+
+def _rows(records: Iterable[_Record], require_answer: bool) -> Iterator[RowOrError]:
+    seen: set[str] = set()
+    for index, (raw, problem) in enumerate(records):
+        if problem is not None:
+            yield RowError(index, None, None, problem, raw)
+            continue
+        try:
+            row = parse_row(raw, index, require_answer=require_answer)
+            check_unique_id(row, index, seen)
+        except InputError as exc:
+            fields = dict(raw) if isinstance(raw, Mapping) else None
+            yield RowError(index, _safe_id(raw, index), exc.field, exc.reason, fields)
+        else:
+            yield row
+
+
+def _safe_id(raw: Any, index: int) -> str | None:
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        return given_id(raw, index)
+    except InputError:
+        return None
+
+
+def _jsonl_file_records(file: Path) -> Iterator[_Record]:
+    # utf-8-sig: files saved by Windows tools often start with a byte-order mark.
+    with file.open(encoding="utf-8-sig") as handle:
+        yield from _jsonl_records(handle)
+
+
+def _jsonl_records(lines: Iterable[str]) -> Iterator[_Record]:
+    for line in lines:
+        if not line.strip():
+            continue
+        text = line.rstrip("\r\n")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            yield text, f"not valid JSON ({exc.msg} at column {exc.colno})"
+            continue
+        yield _as_object(value)
+
+
+def _as_object(value: Any) -> _Record:
+    if isinstance(value, dict):
+        return value, None
+    return value if isinstance(value, str) else json.dumps(value), (
+        f"expected a JSON object with named fields, got {type(value).__name__}"
+    )
+
+
+def _json_records(file: Path) -> Iterator[_Record]:
+    try:
+        with file.open(encoding="utf-8-sig") as handle:
+            data = json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{str(file)!r} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
+            "a .json input must be one list of row objects (use .jsonl for one object per line)"
+        ) from exc
+    if not isinstance(data, list):
+        raise InputError(f"{str(file)!r} must hold a JSON list of row objects, got {type(data).__name__}")
+    for value in data:
+        yield _as_object(value)
+
+
+def _csv_records(file: Path) -> Iterator[_Record]:
+    overflow = "\0overflow"  # restkey for cells beyond the header; cannot clash with a column name
+    with file.open(encoding="utf-8-sig", newline="") as handle:
+        for record in csv.DictReader(handle, restkey=overflow):
+            if overflow in record:
+                yield dict(record), "row has more cells than the header has columns"
+                continue
+            # A short row leaves the columns it lacks as None: treat them as absent.
+            yield {key: value for key, value in record.items() if value is not None}, None
+
+
+# --------------------------------------------------------------------------------------------- writing
+
+
+def _to_json_value(value: Any) -> Any:
+    # numpy scalars and arrays (what metrics usually return) have .tolist(); plain floats result.
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        return tolist()
+    raise TypeError(f"value of type {type(value).__name__} is not JSON serializable")
+
+
+def _nonfinite_path(value: Any, path: str = "") -> str | None:
+    """Where the first NaN/infinity sits in a nested value, as a key path; None if nowhere."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else path or "(value)"
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            found = _nonfinite_path(item, f"{path}.{key}" if path else str(key))
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = _nonfinite_path(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    elif callable(getattr(value, "tolist", None)):
+        return _nonfinite_path(value.tolist(), path)
+    return None
+
+
+def dumps_json(value: Any) -> str:
+    """Serialize one value as compact JSON, refusing NaN and infinity.
+
+    >>> dumps_json({"score": 0.5, "note": None})
+    '{"score": 0.5, "note": null}'
+    >>> dumps_json({"score": float("nan")})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot write a NaN or infinite float at 'score': JSON has no such value; ...
+    """
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=_to_json_value)
+    except ValueError as exc:
+        where = _nonfinite_path(value)
+        if where is None:
+            raise
+        raise ValueError(
+            f"cannot write a NaN or infinite float at {where!r}: JSON has no such value; "
+            "write None (null) for a missing result"
+        ) from exc
+
+
+class JsonlWriter:
+    """Writes rows to a JSONL file, one batch at a time, each batch flushed and fsynced to disk.
+
+    Because each :meth:`write_batch` is on disk before it returns, a run that is interrupted keeps every
+    batch it finished. A batch is serialized completely before anything is written, so a row that
+    cannot be written (NaN, unserializable value) leaves the file unchanged. ``path="-"`` writes to stdout.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "out.jsonl"
+    >>> with JsonlWriter(p) as w:
+    ...     w.write_batch([{"id": "a", "score": 1.0}, {"id": "b", "score": None}])
+    2
+    >>> p.read_text()
+    '{"id": "a", "score": 1.0}\\n{"id": "b", "score": null}\\n'
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, append: bool = False) -> None:
+        self._owned = str(path) != "-"
+        self._handle: IO[str]
+        if self._owned:
+            target = Path(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = target.open("a" if append else "w", encoding="utf-8", newline="\n")
+        else:
+            self._handle = sys.stdout
+
+    def write_batch(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Append rows and make them durable; returns how many were written."""
+        lines = [dumps_json(dict(row)) + "\n" for row in rows]
+        self._handle.write("".join(lines))
+        self._handle.flush()
+        if self._owned:
+            os.fsync(self._handle.fileno())
+        return len(lines)
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        """Append one row (one fsync: prefer :meth:`write_batch` for many)."""
+        self.write_batch([row])
+
+    def close(self) -> None:
+        if self._owned and not self._handle.closed:
+            self._handle.close()
+
+    def __enter__(self) -> JsonlWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def write_jsonl(
+    path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]], *, batch_size: int = 1000
+) -> int:
+    """Write rows to a JSONL file (replacing it; ``-`` for stdout); returns the row count.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "out.jsonl"
+    >>> write_jsonl(p, [{"id": "a"}, {"id": "b"}])
+    2
+    """
+    count = 0
+    batch: list[Mapping[str, Any]] = []
+    with JsonlWriter(path) as writer:
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= batch_size:
+                count += writer.write_batch(batch)
+                batch = []
+        count += writer.write_batch(batch)
+    return count
+
+
+def _csv_cell(value: Any, row: int, column: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        # Lists and dicts become JSON, which read_rows parses back for a `contexts` column.
+        return dumps_json(value)
+    except ValueError as exc:
+        raise ValueError(f"row {row}, column {column!r}: {exc}") from exc
+
+
+def write_csv(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> int:
+    """Write rows to a CSV file; returns the row count.
+
+    Columns are the union of the rows' keys in first-seen order. ``None`` is an empty cell; numbers and
+    booleans are written as JSON (``0.5``, ``true``); lists and dicts as JSON text. NaN/infinity raise.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "out.csv"
+    >>> write_csv(p, [{"id": "a", "contexts": ["x", "y"]}, {"id": "b", "score": 0.5}])
+    2
+    >>> print(p.read_text(), end="")
+    id,contexts,score
+    a,"[""x"", ""y""]",
+    b,,0.5
+    """
+    materialized = [dict(row) for row in rows]
+    columns: dict[str, None] = {}
+    for row in materialized:
+        columns.update(dict.fromkeys(row))
+    cells = [
+        [_csv_cell(row.get(column), index, column) for column in columns]
+        for index, row in enumerate(materialized)
+    ]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(list(columns))
+    writer.writerows(cells)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(buffer.getvalue(), encoding="utf-8", newline="")
+    return len(materialized)

@@ -1,0 +1,28 @@
+"""Sentence embeddings: one small interface, the bundled all-MiniLM-L6-v2, and a disk cache.
+
+>>> from ragsense.embeddings import load_embedder
+>>> embedder = load_embedder("minilm")
+>>> a, b, c = embedder.embed(["The capital of France is Paris.", "Paris is France's capital.", "I like tea."])
+>>> bool(a @ b > a @ c)
+True
+"""
+
+from ragsense.embeddings._cache import CachedEmbedder, CacheStats, text_key
+from ragsense.embeddings._interface import Embedder, SupportsTokenCount, Vectors
+from ragsense.embeddings._minilm import MINILM_NAME, MiniLMEmbedder, bundled_model_dir
+from ragsense.embeddings._registry import DEFAULT_EMBEDDER, EMBEDDER_NAMES, load_embedder
+
+__all__ = [
+    "DEFAULT_EMBEDDER",
+    "EMBEDDER_NAMES",
+    "MINILM_NAME",
+    "CacheStats",
+    "CachedEmbedder",
+    "Embedder",
+    "MiniLMEmbedder",
+    "SupportsTokenCount",
+    "Vectors",
+    "bundled_model_dir",
+    "load_embedder",
+    "text_key",
+]

@@ -1,0 +1,284 @@
+"""ConSens over a model: build the prompts, score them in one batched call, turn log-probs into scores.
+
+For each row the scorer asks the model for the answer's token log-probs under
+
+* the empty context (the template with an empty ``{context}``), cached per (question, answer), so
+  scoring one answer against many contexts costs one no-context pass;
+* the full context;
+* with attribution, the context with each document left out (the paper's Experiment 3).
+
+All requests of a batch of rows go to the model in a single ``score`` call, which the backend packs
+into forward passes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ragsense.errors import InputError
+from ragsense.grounding._consens import Aggregation, consens_from_word_nll, log_mean_perplexity, safe_exp
+from ragsense.grounding._prompt import PromptTemplate
+from ragsense.models import ContinuationScore, LanguageModel, ScoreRequest, SupportsLogprobs, require
+from ragsense.text import align_tokens_to_words, content_words, word_logprob_sums
+
+# Aggregation used for `consens` unless the caller picks one. Chosen from the experiments across
+# WikiEval and PubMedQA (docs/results.md, "Choosing the aggregation").
+DEFAULT_AGGREGATION = Aggregation.GEOMETRIC
+# Tokens kept free below the model window (the answer prefix and tokenizer edge effects).
+_WINDOW_MARGIN = 8
+
+
+@dataclass(frozen=True)
+class WordDetail:
+    """One scored answer word: its span in the answer and its perplexity in each condition."""
+
+    word: str
+    start: int
+    end: int
+    ppl_context: float | None
+    ppl_empty: float | None
+    nll_context: float
+    nll_empty: float
+
+
+@dataclass(frozen=True)
+class DocumentAttribution:
+    """What happens to ConSens when document ``index`` is left out of the context."""
+
+    index: int
+    consens_without: float
+    drop: float  # consens(full context) - consens(without this document); larger = more relied on
+    consens_without_by_aggregation: dict[str, float] = field(default_factory=dict)
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class GroundingResult:
+    """ConSens of one answer. ``consens`` uses ``aggregation``; ``consens_by_aggregation`` has both."""
+
+    consens: float
+    r: float
+    ppl_context: float | None
+    ppl_empty: float | None
+    aggregation: str
+    consens_by_aggregation: dict[str, float]
+    words: list[WordDetail]
+    fallback: str | None = None
+    truncated: bool = False
+    context_tokens_dropped: int = 0
+    attribution: list[DocumentAttribution] | None = None
+    top_document: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (no NaN or infinity: overflowing perplexities are ``None``)."""
+        return asdict(self)
+
+
+@dataclass
+class _Plan:
+    """The prompts of one row and where their scores land."""
+
+    continuation: str
+    selection: Any
+    empty: ScoreRequest
+    full: ScoreRequest
+    truncated: bool
+    dropped_tokens: int
+    leave_one_out: list[tuple[ScoreRequest, bool]] = field(default_factory=list)
+
+
+class GroundingScorer:
+    """Scores rows with ConSens on one model. Reuse one scorer to benefit from its no-context cache.
+
+    >>> import asyncio
+    >>> from ragsense.models import load_model
+    >>> scorer = GroundingScorer(load_model("fake"))
+    >>> [res] = asyncio.run(scorer.score([("Who designs proteins?",
+    ...     ["David Baker designs proteins at the University of Washington."],
+    ...     "David Baker, at the University of Washington.")]))
+    >>> res.consens > 0.5
+    True
+    """
+
+    def __init__(
+        self,
+        model: LanguageModel,
+        *,
+        template: PromptTemplate | None = None,
+        aggregation: Aggregation | str = DEFAULT_AGGREGATION,
+        cache_size: int = 4096,
+    ) -> None:
+        self.model = require(model, SupportsLogprobs, "ConSens")
+        self.template = template or PromptTemplate()
+        self.aggregation = Aggregation(aggregation)
+        self._empty_cache: OrderedDict[ScoreRequest, ContinuationScore] = OrderedDict()
+        self._cache_size = cache_size
+
+    async def score(
+        self,
+        rows: Sequence[tuple[str, Sequence[str], str]],
+        *,
+        attribution: bool = False,
+    ) -> list[GroundingResult | InputError]:
+        """Score ``(question, contexts, answer)`` rows; a row that cannot be scored yields its error."""
+        plans: list[_Plan | InputError] = []
+        for i, (question, contexts, answer) in enumerate(rows):
+            try:
+                plans.append(self._plan(question, list(contexts), answer, attribution))
+            except InputError as exc:
+                plans.append(exc if exc.row is not None else InputError(exc.reason, row=i, field=exc.field))
+        # A dict keeps first-seen order and drops repeats (the same no-context prompt for rows that
+        # share a question and answer, a context that equals a leave-one-out context, ...).
+        wanted: dict[ScoreRequest, None] = {}
+        for plan in plans:
+            if isinstance(plan, _Plan):
+                if plan.empty not in self._empty_cache:
+                    wanted[plan.empty] = None
+                wanted[plan.full] = None
+                wanted.update((req, None) for req, _ in plan.leave_one_out)
+        requests = list(wanted)
+        scored = dict(zip(requests, await self.model.score(requests), strict=True)) if requests else {}
+        for plan in plans:
+            if isinstance(plan, _Plan) and plan.empty in scored:
+                self._remember(plan.empty, scored[plan.empty])
+        results: list[GroundingResult | InputError] = []
+        for i, plan in enumerate(plans):
+            if isinstance(plan, InputError):
+                results.append(plan)
+                continue
+            empty = scored.get(plan.empty) or self._empty_cache[plan.empty]
+            try:
+                results.append(self._result(plan, empty, scored))
+            except ValueError as exc:
+                results.append(InputError(str(exc), row=i, field="answer"))
+        return results
+
+    # -- planning ------------------------------------------------------------------------------
+    def _plan(self, question: str, contexts: list[str], answer: str, attribution: bool) -> _Plan:
+        if not answer.strip():
+            raise InputError("the answer is empty", field="answer")
+        if not question.strip():
+            raise InputError("the question is empty", field="question")
+        documents = [c for c in contexts if c.strip()]
+        if not documents:
+            raise InputError("no non-empty context document", field="contexts")
+        continuation = self.template.continuation(answer)
+        selection = content_words(continuation, question)
+        empty = ScoreRequest(self.template.render_context(question, ""), continuation)
+        budget = self._context_budget(question, continuation)
+        context, dropped = self._fit(self.template.join(documents), budget)
+        full = ScoreRequest(self.template.render_context(question, context), continuation)
+        plan = _Plan(continuation, selection, empty, full, dropped > 0, dropped)
+        if attribution and len(documents) > 1:
+            for k in range(len(documents)):
+                rest = self.template.join(documents[:k] + documents[k + 1 :])
+                rest_fit, rest_dropped = self._fit(rest, budget)
+                plan.leave_one_out.append(
+                    (ScoreRequest(self.template.render_context(question, rest_fit), continuation), rest_dropped > 0)
+                )
+        return plan
+
+    def _context_budget(self, question: str, continuation: str) -> int:
+        fixed = self.model.count_tokens(self.template.render_context(question, "") + continuation)
+        budget = self.model.info.context_window - fixed - _WINDOW_MARGIN
+        if budget <= 0:
+            raise InputError(
+                f"question and answer alone take {fixed} tokens, over the model window of "
+                f"{self.model.info.context_window}",
+                field="answer",
+            )
+        return budget
+
+    def _fit(self, context: str, budget: int) -> tuple[str, int]:
+        """Truncation policy: keep the start of the context, cut its end to fit the window.
+
+        Documents keep their order, so the last documents lose their tails first. Returns the fitted
+        context and how many tokens were dropped (0 when it already fits).
+        """
+        total = self.model.count_tokens(context)
+        if total <= budget:
+            return context, 0
+        words = context.split(" ")
+        lo, hi = 0, len(words)
+        while lo < hi:  # the longest word prefix that fits
+            mid = (lo + hi + 1) // 2
+            if self.model.count_tokens(" ".join(words[:mid])) <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        kept = " ".join(words[:lo])
+        return kept, total - self.model.count_tokens(kept)
+
+    def _remember(self, req: ScoreRequest, res: ContinuationScore) -> None:
+        self._empty_cache[req] = res
+        self._empty_cache.move_to_end(req)
+        while len(self._empty_cache) > self._cache_size:
+            self._empty_cache.popitem(last=False)
+
+    # -- scoring -------------------------------------------------------------------------------
+    def _word_nll(self, plan: _Plan, score: ContinuationScore) -> list[float]:
+        alignment = align_tokens_to_words(plan.selection.words, score.offsets)
+        kept = [alignment[i] for i in plan.selection.kept_indices]
+        return [-x for x in word_logprob_sums(score.logprobs, kept, plan.selection.kept)]
+
+    def _result(
+        self, plan: _Plan, empty: ContinuationScore, scored: dict[ScoreRequest, ContinuationScore]
+    ) -> GroundingResult:
+        if not plan.selection.kept:
+            raise ValueError("the answer has no words to score (only punctuation or symbols)")
+        nll_empty = self._word_nll(plan, empty)
+        nll_full = self._word_nll(plan, scored[plan.full])
+        by_agg = {agg.value: consens_from_word_nll(nll_empty, nll_full, agg) for agg in Aggregation}
+        consens, r = by_agg[self.aggregation.value]
+        log_p_empty = log_mean_perplexity(nll_empty, self.aggregation)
+        shift = len(self.template.answer_prefix)
+        words = [
+            WordDetail(
+                word=w.text,
+                start=w.start - shift,
+                end=w.end - shift,
+                ppl_context=safe_exp(c),
+                ppl_empty=safe_exp(e),
+                nll_context=c,
+                nll_empty=e,
+            )
+            for w, c, e in zip(plan.selection.kept, nll_full, nll_empty, strict=True)
+        ]
+        attribution = None
+        top = None
+        if plan.leave_one_out:
+            attribution = []
+            for k, (req, truncated) in enumerate(plan.leave_one_out):
+                nll_without = self._word_nll(plan, scored[req])
+                without = {agg.value: consens_from_word_nll(nll_empty, nll_without, agg)[0] for agg in Aggregation}
+                own = without[self.aggregation.value]
+                attribution.append(DocumentAttribution(k, own, consens - own, without, truncated))
+            top = min(attribution, key=lambda a: (a.consens_without, a.index)).index
+        notes = []
+        if plan.truncated:
+            notes.append(f"context truncated: {plan.dropped_tokens} tokens dropped from its end to fit the window")
+        if plan.selection.fallback == "all_words":
+            notes.append("no content word left after filtering; scored all words of the answer")
+        result = GroundingResult(
+            consens=consens,
+            r=r,
+            ppl_context=safe_exp(log_p_empty - r),
+            ppl_empty=safe_exp(log_p_empty),
+            aggregation=self.aggregation.value,
+            consens_by_aggregation={k: v[0] for k, v in by_agg.items()},
+            words=words,
+            fallback=plan.selection.fallback,
+            truncated=plan.truncated,
+            context_tokens_dropped=plan.dropped_tokens,
+            attribution=attribution,
+            top_document=top,
+            notes=notes,
+        )
+        if not math.isfinite(result.consens):
+            raise ValueError("internal error: non-finite ConSens")  # never emit NaN silently
+        return result

@@ -1,0 +1,41 @@
+"""The model layer: one narrow interface, backends found through entry points, bundled models.
+
+>>> from ragsense.models import load_model, ScoreRequest
+>>> import asyncio
+>>> model = load_model("fake")
+>>> [s] = asyncio.run(model.score([ScoreRequest("Paris is in France. Answer:", " Paris")]))
+>>> s.tokens
+(' Paris',)
+"""
+
+from ragsense.models._bundled import BUNDLED_MODELS, cache_dir
+from ragsense.models._interface import (
+    ContinuationScore,
+    Generation,
+    GenerationConfig,
+    LanguageModel,
+    ModelInfo,
+    ScoreRequest,
+    SupportsGeneration,
+    SupportsLogprobs,
+    require,
+)
+from ragsense.models._registry import DEFAULT_MODEL, available_backends, load_model, resolve_name
+
+__all__ = [
+    "BUNDLED_MODELS",
+    "DEFAULT_MODEL",
+    "ContinuationScore",
+    "Generation",
+    "GenerationConfig",
+    "LanguageModel",
+    "ModelInfo",
+    "ScoreRequest",
+    "SupportsGeneration",
+    "SupportsLogprobs",
+    "available_backends",
+    "cache_dir",
+    "load_model",
+    "require",
+    "resolve_name",
+]

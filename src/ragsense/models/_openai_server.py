@@ -1,0 +1,511 @@
+"""The OpenAI-compatible server backend: vLLM, ``ragsense serve`` or any legacy-completions server.
+
+Scoring sends one ``POST {base_url}/completions`` per unique request with ``echo: true``,
+``logprobs: 0`` and ``max_tokens: 0``: the server tokenizes ``prompt + continuation`` jointly and
+returns every prompt token's log-probability (``choices[0].logprobs``: ``tokens``,
+``token_logprobs``, ``text_offset``), which is exactly the :class:`ScoreRequest` contract.
+
+Servers disagree on the details, so the response is read defensively (see :func:`parse_echo`):
+
+* A BOS token may be listed (vLLM: ``"<s>"``, logprob ``null``) or hidden (``ragsense serve``: the
+  first text token then has a real logprob). Both give the same ``prompt_tokens`` as the local backend.
+* vLLM computes ``text_offset`` as cumulative lengths of separately decoded tokens, which drift
+  from the real text after a BOS or a character split across tokens (``"\\ufffd"``). The tokens are
+  then re-aligned with the text; ``ragsense serve`` also sends exact ends (``text_end_offset``).
+* vLLM's separate ``prompt_logprobs`` field is not used: ``echo`` carries the same numbers.
+* llama.cpp's server returns log-probabilities of generated tokens only: scoring fails with a
+  clear error there; generation works.
+
+>>> from ragsense.models import load_model
+>>> model = load_model("openai:my-model", base_url="http://127.0.0.1:8000/v1")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import itertools
+import math
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ragsense.errors import BackendUnavailableError, ModelCallError
+from ragsense.models._interface import (
+    ContinuationScore,
+    Generation,
+    GenerationConfig,
+    ModelInfo,
+    ScoreRequest,
+)
+
+_INSTALL_HINT = "pip install 'ragsense[server]'"
+_DEFAULT_WINDOW = 8192
+_RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_RUN = re.compile("(\ufffd+)")
+
+
+# -- reading an echoed completion ------------------------------------------------------------------
+def _get(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(obj, dict) or key not in obj:
+        raise ModelCallError(f"malformed server response: {where}.{key} is missing")
+    value = obj[key]
+    if not isinstance(value, kind):
+        raise ModelCallError(f"malformed server response: {where}.{key} has type {type(value).__name__}")
+    return value
+
+
+def _from_starts(starts: list[int], limit: int) -> list[tuple[int, int]]:
+    """Spans from start offsets alone: a token ends where the next later-starting token starts."""
+    later = sorted(set(starts))
+    ends = [later[k] if k < len(later) else limit for k in (bisect.bisect_right(later, s) for s in starts)]
+    return [(s, max(s, min(e, limit))) for s, e in zip(starts, ends, strict=True)]
+
+
+def _monotone(starts: list[int]) -> bool:
+    return all(a <= b for a, b in itertools.pairwise(starts))
+
+
+def _consistent(text: str, tokens: list[str], starts: list[int]) -> bool:
+    checked = 0
+    for t, s in zip(tokens, starts, strict=True):
+        if s >= len(text) or not t or "\ufffd" in t:
+            continue
+        if not text.startswith(t, s):
+            return False
+        checked += 1
+    return checked > 0 and _monotone(starts)
+
+
+def _match_group(text: str, c: int, group: list[str], nxt: str | None) -> list[tuple[int, int]] | None:
+    """Place tokens holding parts of split characters (``"\\ufffd"``); a split char is shared."""
+    pieces: list[tuple[bool, str, list[int]]] = []  # (is_run, text, owning tokens)
+    for j, t in enumerate(group):
+        for part in _RUN.split(t):
+            if not part:
+                continue
+            run = part[0] == "\ufffd"
+            if run and pieces and pieces[-1][0]:
+                pieces[-1][2].append(j)  # the same character, continued by the next token
+            else:
+                pieces.append((run, part, [j]))
+    pattern = "".join("([^\x00-\x7f]+?)" if run else f"({re.escape(s)})" for run, s, _ in pieces)
+    if nxt and _RUN.split(nxt)[0]:
+        pattern += f"(?= *{re.escape(_RUN.split(nxt)[0])})"
+    m = re.compile(pattern).match(text, c)
+    if m is None:
+        return None
+    spans = []
+    for j in range(len(group)):
+        mine = [k + 1 for k, piece in enumerate(pieces) if j in piece[2]]
+        spans.append((m.start(mine[0]), m.end(mine[-1])) if mine else (c, c))
+    return spans
+
+
+def _align(text: str, tokens: list[str]) -> list[tuple[int, int]] | None:
+    """Place decoded token strings on ``text`` left to right, or None when they do not fit."""
+    spans: list[tuple[int, int]] = []
+    c, i, n = 0, 0, len(tokens)
+    while i < n:
+        t = tokens[i]
+        if c >= len(text):  # tokens generated after the echoed text
+            spans.append((len(text), len(text)))
+            i += 1
+            continue
+        if text.startswith(t, c):
+            spans.append((c, c + len(t)))
+            c, i = c + len(t), i + 1
+            continue
+        if "\ufffd" in t:
+            j = i
+            while j + 1 < n and tokens[j].endswith("\ufffd") and tokens[j + 1].startswith("\ufffd"):
+                j += 1
+            placed = _match_group(text, c, tokens[i : j + 1], tokens[j + 1] if j + 1 < n else None)
+            if placed is None:
+                return None
+            spans.extend(placed)
+            c, i = max(c, placed[-1][1]), j + 1
+            continue
+        k = c
+        while k < len(text) and text[k] == " ":
+            k += 1
+        if t and k > c and text.startswith(t, k):  # a decoder dropped the token's leading space
+            spans.append((c, k + len(t)))
+            c, i = k + len(t), i + 1
+        elif i == 0:  # a BOS (or other special token) that is not part of the text
+            spans.append((0, 0))
+            i += 1
+        else:
+            return None
+    return spans if c >= len(text) else None
+
+
+def _spans(
+    text: str, tokens: list[str], starts: list[int] | None, ends: list[int] | None
+) -> list[tuple[int, int]]:
+    if starts is not None and ends is not None:
+        if any(not 0 <= s <= e for s, e in zip(starts, ends, strict=True)):
+            raise ModelCallError("malformed server response: text_offset / text_end_offset out of order")
+        return list(zip(starts, ends, strict=True))
+    if starts is not None and _consistent(text, tokens, starts):
+        return _from_starts(starts, len(text))
+    aligned = _align(text, tokens)
+    if aligned is not None:
+        return aligned
+    if starts and starts[0] == 0 and starts[-1] < len(text) and _monotone(starts):
+        return _from_starts(starts, len(text))  # opaque token strings, real offsets (e.g. byte-level BPE)
+    raise ModelCallError(
+        "cannot map the server's tokens onto the text: text_offset does not match the prompt and the "
+        "token strings do not spell it out"
+    )
+
+
+def parse_echo(prompt: str, continuation: str, choice: Any) -> ContinuationScore:
+    """Turn ``choices[0]`` of an echoed completion into a :class:`ContinuationScore`.
+
+    >>> choice = {"text": "Hi there", "logprobs": {"tokens": ["Hi", " there"],
+    ...           "token_logprobs": [None, -1.5], "text_offset": [0, 2]}}
+    >>> parse_echo("Hi", " there", choice).logprobs
+    (-1.5,)
+    """
+    text, boundary = prompt + continuation, len(prompt)
+    echoed = choice.get("text") if isinstance(choice, dict) else None
+    if isinstance(echoed, str) and not echoed.startswith(text):
+        raise ModelCallError("the server did not echo the prompt: does it support echo=true with logprobs?")
+    lp = _get(choice, "logprobs", dict, "choices[0]")
+    where = "choices[0].logprobs"
+    tokens: list[Any] = _get(lp, "tokens", list, where)
+    values: list[Any] = _get(lp, "token_logprobs", list, where)
+    starts = lp.get("text_offset")
+    ends = lp.get("text_end_offset")  # ragsense serve's exact token ends
+    for name, seq, kinds in (
+        ("tokens", tokens, (str,)),
+        ("token_logprobs", values, (int, float, type(None))),
+        ("text_offset", starts or [], (int,)),
+        ("text_end_offset", ends or [], (int,)),
+    ):
+        if any(not isinstance(x, kinds) or isinstance(x, bool) for x in seq):
+            raise ModelCallError(f"malformed server response: {where}.{name} has an entry of the wrong type")
+        if seq and len(seq) != len(tokens):
+            raise ModelCallError(f"malformed server response: {where}.{name} and tokens differ in length")
+    if not tokens:
+        raise ModelCallError("the server returned no prompt tokens: does it support echo=true with logprobs?")
+    spans = _spans(text, tokens, starts or None, ends or None)
+    # Tokens starting after the text were generated (servers that need max_tokens >= 1): ignored.
+    limit = next((i for i, (s, _) in enumerate(spans) if s >= len(text)), len(spans))
+    first = next((i for i in range(limit) if spans[i][1] > boundary), None)
+    if first is None:
+        raise ModelCallError("the server's echoed tokens end before the continuation starts")
+    picked = range(first, limit)
+    logprobs = []
+    for i in picked:
+        v = values[i]
+        if v is None:
+            msg = (
+                f"the server returned no log-probability for continuation token {i}; is the prompt "
+                "empty / does the model add a BOS?"
+            )
+            raise ValueError(msg) if i == 0 else ModelCallError(msg)
+        if not math.isfinite(v):
+            raise ModelCallError(f"the server returned a non-finite log-probability ({v}) for token {i}")
+        logprobs.append(float(v))
+    hidden_bos = values[0] is not None  # the first listed token was conditioned on an unlisted BOS
+    return ContinuationScore(
+        tokens=tuple(tokens[i] for i in picked),
+        offsets=tuple((max(spans[i][0] - boundary, 0), spans[i][1] - boundary) for i in picked),
+        logprobs=tuple(logprobs),
+        prompt_tokens=first + int(hidden_bos),
+        straddles_boundary=spans[first][0] < boundary,
+    )
+
+
+# -- HTTP ------------------------------------------------------------------------------------------
+def _error_message(resp: Any) -> str:
+    try:
+        body = resp.json()
+    except ValueError:
+        return str(resp.text)[:300] or resp.reason_phrase
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("detail")
+            if msg:
+                return str(msg)
+        elif isinstance(err, str):
+            return err
+        if "detail" in body:
+            return str(body["detail"])
+    return str(body)[:300]
+
+
+def _json_body(resp: Any, url: str) -> dict[str, Any]:
+    try:
+        body = resp.json()
+    except ValueError:
+        raise ModelCallError(f"the server at {url} answered with invalid JSON: {resp.text[:200]!r}") from None
+    if not isinstance(body, dict):
+        raise ModelCallError(f"the server at {url} answered with a JSON {type(body).__name__}, not an object")
+    return body
+
+
+def _transport_cause(exc: Exception, timeout: float, httpx: Any) -> str:
+    if isinstance(exc, httpx.TimeoutException):
+        return f"no answer within {timeout:g} s (timeout)"
+    text = str(exc) or type(exc).__name__
+    return "connection refused" if "refused" in text.lower() else text
+
+
+class OpenAIGenerationModel:
+    """Text generation through an OpenAI-compatible ``/completions`` endpoint (no log-probabilities).
+
+    Create it with ``load_model("openai:MODEL", base_url=..., supports_logprobs=False)``.
+    """
+
+    def __init__(
+        self,
+        model_id: str,
+        *,
+        base_url: str,
+        api_key: str | None,
+        timeout: float,
+        max_retries: int,
+        concurrency: int,
+        context_window: int | None,
+        httpx: Any,
+    ) -> None:
+        self.model_id = model_id
+        self.base_url = base_url.rstrip("/")
+        self._root = re.sub(r"/v1$", "", self.base_url)  # vLLM and llama.cpp serve /tokenize at the root
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = timeout
+        self._max_retries = max(0, max_retries)
+        self._concurrency = max(1, concurrency)
+        self._window = context_window
+        self._httpx = httpx
+        # An async client and a semaphore belong to one event loop; callers may use several in turn.
+        self._loops: dict[asyncio.AbstractEventLoop, tuple[Any, asyncio.Semaphore]] = {}
+        self._sync: Any = None
+        self._info: ModelInfo | None = None
+        self._counts: dict[str, int] = {}
+        self._no_tokenize = False
+
+    # -- LanguageModel -------------------------------------------------------------------------
+    @property
+    def info(self) -> ModelInfo:
+        if self._info is None:
+            window, source = self._window, "given"
+            if window is None:
+                window, source = self._fetch_window()
+            self._info = ModelInfo(
+                name=f"openai:{self.model_id}",
+                backend="openai",
+                context_window=window,
+                fingerprint=f"openai:{self.model_id}@{self.base_url}",
+                extra={"base_url": self.base_url, "context_window_source": source},
+            )
+        return self._info
+
+    def _fetch_window(self) -> tuple[int, str]:
+        # vLLM lists max_model_len in GET /models; other servers do not, hence the default.
+        try:
+            body = self._sync_call("GET", f"{self.base_url}/models", None)
+            cards = [c for c in body.get("data", []) if isinstance(c, dict)]
+            card = next((c for c in cards if c.get("id") == self.model_id), cards[0] if cards else {})
+            value = card.get("max_model_len")
+            if isinstance(value, int) and value > 0:
+                return value, "GET /models max_model_len"
+            return _DEFAULT_WINDOW, "default (GET /models has no max_model_len)"
+        except ModelCallError as exc:
+            return _DEFAULT_WINDOW, f"default (GET /models failed: {exc})"
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` without special tokens, from the server's ``POST /tokenize`` (vLLM,
+        llama.cpp, ``ragsense serve``); servers without it get a rough ``len(text) // 4`` estimate."""
+        if text in self._counts:
+            return self._counts[text]
+        count = max(1, len(text) // 4) if text else 0
+        if not self._no_tokenize and text:
+            payload = {"model": self.model_id, "prompt": text, "content": text, "add_special_tokens": False}
+            try:
+                body = self._sync_call("POST", f"{self._root}/tokenize", payload)
+            except _EndpointMissing:
+                self._no_tokenize = True
+            else:
+                raw = body.get("count", len(body.get("tokens", [])))
+                if not isinstance(raw, int):
+                    raise ModelCallError(f"malformed /tokenize response from {self._root}: no count")
+                count = raw
+        if len(self._counts) > 100_000:
+            self._counts.clear()
+        self._counts[text] = count
+        return count
+
+    async def aclose(self) -> None:
+        for client, _ in self._loops.values():
+            with contextlib.suppress(RuntimeError):  # its loop is gone: nothing to close cleanly
+                await client.aclose()
+        self._loops.clear()
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
+
+    # -- SupportsGeneration --------------------------------------------------------------------
+    async def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[Generation]:
+        return list(await asyncio.gather(*(self._generate_one(p, config) for p in prompts)))
+
+    async def _generate_one(self, prompt: str, config: GenerationConfig) -> Generation:
+        payload: dict[str, Any] = {
+            "model": self.model_id,
+            "prompt": prompt,
+            "max_tokens": config.max_new_tokens,
+            "temperature": config.temperature,
+            "seed": config.seed,
+        }
+        if config.stop:
+            payload["stop"] = list(config.stop)
+        body = await self._post("/completions", payload)
+        choices = _get(body, "choices", list, "response")
+        if not choices:
+            raise ModelCallError("malformed server response: choices is empty")
+        text = _get(choices[0], "text", str, "choices[0]")
+        finish = choices[0].get("finish_reason") or "stop"
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        n_tokens = usage.get("completion_tokens", 0) if isinstance(usage, dict) else 0
+        return Generation(text=text, finish_reason=str(finish), n_tokens=int(n_tokens or 0))
+
+    # -- transport -----------------------------------------------------------------------------
+    def _state(self) -> tuple[Any, asyncio.Semaphore]:
+        loop = asyncio.get_running_loop()
+        state = self._loops.get(loop)
+        if state is None:
+            for old in [lp for lp in self._loops if lp.is_closed()]:
+                del self._loops[old]
+            state = (self._httpx.AsyncClient(timeout=self._timeout), asyncio.Semaphore(self._concurrency))
+            self._loops[loop] = state
+        return state
+
+    async def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        url = f"{self.base_url}{path}"
+        client, semaphore = self._state()
+        cause = ""
+        async with semaphore:
+            for attempt in range(self._max_retries + 1):
+                if attempt:
+                    await asyncio.sleep(min(0.25 * 2 ** (attempt - 1), 4.0))
+                try:
+                    resp = await client.post(url, json=payload, headers=self._headers)
+                except self._httpx.RequestError as exc:
+                    cause = f"cannot reach the server at {self.base_url}: "
+                    cause += _transport_cause(exc, self._timeout, self._httpx)
+                    continue
+                if resp.status_code < 400:
+                    return _json_body(resp, url)
+                cause = f"the server at {url} answered HTTP {resp.status_code}: {_error_message(resp)}"
+                if resp.status_code not in _RETRY_STATUS:
+                    raise ModelCallError(cause)
+        tries = f" (tried {self._max_retries + 1} times)" if self._max_retries else ""
+        raise ModelCallError(cause + tries)
+
+    def _sync_call(self, method: str, url: str, payload: dict[str, Any] | None) -> dict[str, Any]:
+        # info and count_tokens are synchronous in the interface, hence a small blocking client.
+        if self._sync is None:
+            self._sync = self._httpx.Client(timeout=self._timeout)
+        try:
+            resp = self._sync.request(method, url, json=payload, headers=self._headers)
+        except self._httpx.RequestError as exc:
+            cause = _transport_cause(exc, self._timeout, self._httpx)
+            raise ModelCallError(f"cannot reach the server at {self.base_url}: {cause}") from exc
+        if resp.status_code in (404, 405, 501):
+            raise _EndpointMissing(url)
+        if resp.status_code >= 400:
+            raise ModelCallError(
+                f"the server at {url} answered HTTP {resp.status_code}: {_error_message(resp)}"
+            )
+        return _json_body(resp, url)
+
+
+class _EndpointMissing(ModelCallError):
+    """The server has no such endpoint (404/405/501)."""
+
+
+class OpenAICompatibleModel(OpenAIGenerationModel):
+    """Log-probabilities and generation from an OpenAI-compatible server.
+
+    Requests run concurrently (at most ``concurrency`` at once), identical requests are sent once,
+    and results come back in request order. Connection failures, timeouts, HTTP 408/429/5xx are
+    retried ``max_retries`` times with a short backoff; every failure raises :class:`ModelCallError`
+    naming the server and the cause.
+    """
+
+    async def score(self, requests: Sequence[ScoreRequest]) -> list[ContinuationScore]:
+        for req in requests:
+            if not req.continuation:
+                raise ValueError("empty continuation: nothing to score")
+        unique = list(dict.fromkeys(requests))
+        results = await asyncio.gather(*(self._score_one(r) for r in unique))
+        by_request = dict(zip(unique, results, strict=True))
+        return [by_request[r] for r in requests]
+
+    async def _score_one(self, req: ScoreRequest) -> ContinuationScore:
+        payload = {
+            "model": self.model_id,
+            "prompt": req.prompt + req.continuation,
+            "max_tokens": 0,  # vLLM >= 0.6 echoes without generating; a generated token is ignored anyway
+            "echo": True,
+            "logprobs": 0,
+            "temperature": 0,
+        }
+        body = await self._post("/completions", payload)
+        choices = _get(body, "choices", list, "response")
+        if not choices:
+            raise ModelCallError("malformed server response: choices is empty")
+        return parse_echo(req.prompt, req.continuation, choices[0])
+
+
+def create_openai_model(
+    model_id: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    timeout: float = 60.0,
+    max_retries: int = 2,
+    concurrency: int = 8,
+    context_window: int | None = None,
+    supports_logprobs: bool = True,
+    **unused: Any,
+) -> OpenAIGenerationModel:
+    """A model served over HTTP. ``base_url`` ends in ``/v1`` (default: ``RAGSENSE_BASE_URL``, then
+    ``OPENAI_BASE_URL``); ``api_key`` defaults to ``RAGSENSE_API_KEY``, then ``OPENAI_API_KEY``.
+
+    ``supports_logprobs=False`` gives a generation-only model, so metrics needing log-probabilities
+    fail early. Nothing is sent until the first call.
+
+    >>> create_openai_model("m", base_url="http://127.0.0.1:8000/v1/").base_url
+    'http://127.0.0.1:8000/v1'
+    """
+    if unused:
+        raise TypeError(f"unknown options for the openai backend: {', '.join(sorted(unused))}")
+    try:
+        import httpx
+    except ImportError as exc:
+        raise BackendUnavailableError(f"the openai backend needs httpx: {_INSTALL_HINT}") from exc
+    base_url = base_url or os.environ.get("RAGSENSE_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
+    if not base_url:
+        raise ValueError(
+            "the openai backend needs base_url=... (e.g. http://127.0.0.1:8000/v1) or RAGSENSE_BASE_URL"
+        )
+    if api_key is None:
+        api_key = os.environ.get("RAGSENSE_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    cls = OpenAICompatibleModel if supports_logprobs else OpenAIGenerationModel
+    return cls(
+        model_id,
+        base_url=base_url,
+        api_key=api_key,
+        timeout=timeout,
+        max_retries=max_retries,
+        concurrency=concurrency,
+        context_window=context_window,
+        httpx=httpx,
+    )

@@ -1,0 +1,28 @@
+"""Words of an answer, the ones ConSens scores, and their alignment to model tokens.
+
+Pure Python: no model is loaded here. Typical use inside a metric::
+
+    selection = content_words(answer, question)
+    alignment = align_tokens_to_words(selection.words, score.offsets)  # offsets relative to answer
+    kept_rows = [alignment[i] for i in selection.kept_indices]
+    per_word = word_logprob_sums(score.logprobs, kept_rows, selection.kept)
+"""
+
+from ragsense.text._align import align_tokens_to_words, word_logprob_sums
+from ragsense.text._closed_class import CLOSED_CLASS_WORDS, is_closed_class
+from ragsense.text._content import ContentSelection, DropReason, Fallback, content_words
+from ragsense.text._words import Word, normalize_word, split_words
+
+__all__ = [
+    "CLOSED_CLASS_WORDS",
+    "ContentSelection",
+    "DropReason",
+    "Fallback",
+    "Word",
+    "align_tokens_to_words",
+    "content_words",
+    "is_closed_class",
+    "normalize_word",
+    "split_words",
+    "word_logprob_sums",
+]

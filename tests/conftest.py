@@ -1,0 +1,32 @@
+"""Shared fixtures. Model tests load each bundled model once per session, with one torch thread
+per test process so a parallel process never oversubscribes the machine's two cores."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(os.environ.get("RAGSENSE_DATA_DIR", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not (SHARED_DATA / "wikieval").exists():
+        pytest.skip(f"shared datasets not found at {SHARED_DATA} (set RAGSENSE_DATA_DIR)")
+    return SHARED_DATA.resolve()
+
+
+@pytest.fixture(scope="session")
+def smollm2():  # type: ignore[no-untyped-def]
+    from ragsense.grounding import get_model
+
+    return get_model("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def gemma3():  # type: ignore[no-untyped-def]
+    from ragsense.grounding import get_model
+
+    return get_model("gemma3-270m")

@@ -1,0 +1,51 @@
+import math
+
+import pytest
+
+from ragsense.grounding import Aggregation, consens_from_log_ppl, consens_from_word_nll, log_mean_perplexity
+
+TABLE1_EMPTY = (4814.38, 7117.1, 1.61)
+TABLE1_DAVID_BAKER_SCIENTIST = (263.73, 293.92, 1.72)
+
+
+def _nll(ppls: tuple[float, ...]) -> list[float]:
+    return [math.log(p) for p in ppls]
+
+
+def test_paper_table1_first_row_is_0_91() -> None:
+    consens, r = consens_from_word_nll(_nll(TABLE1_EMPTY), _nll(TABLE1_DAVID_BAKER_SCIENTIST), Aggregation.ARITHMETIC)
+    assert round(consens, 2) == 0.91
+    assert r == pytest.approx(math.log((sum(TABLE1_EMPTY) / 3) / (sum(TABLE1_DAVID_BAKER_SCIENTIST) / 3)))
+
+
+def test_sigmoid_form_equals_tanh_form() -> None:
+    for r in (-30.0, -2.5, -0.1, 0.0, 0.3, 4.0, 30.0):
+        paper = 2.0 / (1.0 + math.exp(-r)) - 1.0
+        assert consens_from_log_ppl(r, 0.0)[0] == pytest.approx(paper, abs=1e-12)
+
+
+def test_geometric_is_exp_of_mean_nll() -> None:
+    nll = _nll(TABLE1_EMPTY)
+    assert math.exp(log_mean_perplexity(nll, Aggregation.GEOMETRIC)) == pytest.approx(
+        (4814.38 * 7117.1 * 1.61) ** (1 / 3)
+    )
+
+
+def test_huge_perplexities_do_not_overflow() -> None:
+    consens, r = consens_from_word_nll([2000.0, 5.0], [1.0, 1.0], Aggregation.ARITHMETIC)
+    assert math.isfinite(r) and consens == pytest.approx(1.0)
+
+
+def test_bounds_and_sign() -> None:
+    assert consens_from_word_nll([5.0], [1.0], Aggregation.GEOMETRIC)[0] > 0
+    assert consens_from_word_nll([1.0], [5.0], Aggregation.GEOMETRIC)[0] < 0
+    assert consens_from_word_nll([3.0], [3.0], Aggregation.GEOMETRIC)[0] == 0.0
+
+
+def test_rejects_empty_and_non_finite() -> None:
+    with pytest.raises(ValueError):
+        log_mean_perplexity([], Aggregation.ARITHMETIC)
+    with pytest.raises(ValueError):
+        log_mean_perplexity([float("nan")], Aggregation.ARITHMETIC)
+    with pytest.raises(ValueError):
+        consens_from_word_nll([1.0], [1.0, 2.0], Aggregation.ARITHMETIC)
