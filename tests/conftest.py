@@ -20,13 +20,13 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2():  # type: ignore[no-untyped-def]
-    from ragsense.grounding import get_model
+    from ragsense.consens import get_model
 
     return get_model("smollm2-135m")
 
 
 @pytest.fixture(scope="session")
 def gemma3():  # type: ignore[no-untyped-def]
-    from ragsense.grounding import get_model
+    from ragsense.consens import get_model
 
     return get_model("gemma3-270m")

@@ -1,7 +1,7 @@
 """ragsense: does a RAG answer come from its context, is it likely correct, which document does it rest on.
 
 >>> import ragsense
->>> result = ragsense.grounding(
+>>> result = ragsense.consens(
 ...     "What is David Baker known for?",
 ...     ["David Baker is an American biochemist who designs proteins."],
 ...     "David Baker is a biochemist.",
@@ -12,6 +12,6 @@ True
 """
 
 from ragsense._version import __version__
-from ragsense.grounding import GroundingResult, grounding, grounding_batch
+from ragsense.consens import GroundingResult, grounding, grounding_batch
 
 __all__ = ["GroundingResult", "__version__", "grounding", "grounding_batch"]

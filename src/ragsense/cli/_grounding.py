@@ -12,8 +12,8 @@ from typing import Any
 from ragsense.cli._common import add_model_options, model_from_args
 from ragsense.cli._table import render_table
 from ragsense.data import RagRow, read_rows, sample_rows_path
-from ragsense.grounding import DEFAULT_AGGREGATION, Aggregation, GroundingResult, GroundingScorer
-from ragsense.grounding._api import run_sync
+from ragsense.consens import DEFAULT_AGGREGATION, Aggregation, GroundingResult, GroundingScorer
+from ragsense.consens._api import run_sync
 from ragsense.runner import run_batch
 
 # Verdict bands on the ConSens scale. ConSens is tanh(r/2) with r = ln(P_empty / P_context): 0.5 means

@@ -135,7 +135,8 @@ class CachedEmbedder:
             chunk = on_disk[start : start + _QUERY_CHUNK]
             marks = ",".join("?" * len(chunk))
             rows = self._db.execute(
-                f"SELECT text_sha256, dim, vector FROM vectors WHERE fingerprint = ? AND text_sha256 IN ({marks})",
+                "SELECT text_sha256, dim, vector FROM vectors"
+                f" WHERE fingerprint = ? AND text_sha256 IN ({marks})",
                 [self.fingerprint, *chunk],
             ).fetchall()
             for key, dim, blob in rows:

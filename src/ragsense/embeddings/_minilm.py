@@ -45,11 +45,12 @@ _PIPELINE = "mean-l2-pad8-v1"
 def _import_backend() -> tuple[Any, Any]:
     try:
         import torch
-        import transformers
+        import transformers as tf
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise BackendUnavailableError(
             f"the MiniLM embedder needs torch and transformers: {_INSTALL_HINT}"
         ) from exc
+    transformers: Any = tf  # untyped in parts; only used through attribute access
     transformers.logging.set_verbosity_error()
     return torch, transformers
 
@@ -107,7 +108,7 @@ class MiniLMEmbedder:
     ``model_dir`` defaults to the bundled copy; ``batch_size`` bounds the texts of one forward pass.
 
     >>> embedder = MiniLMEmbedder()
-    >>> vectors = embedder.embed(["A cat sat on the mat.", "A kitten rested on the rug.", "Bond yields rose."])
+    >>> vectors = embedder.embed(["A cat sat on a mat.", "A kitten rested on a rug.", "Bond yields rose."])
     >>> vectors.shape, vectors.dtype
     ((3, 384), dtype('float32'))
     >>> bool(vectors[0] @ vectors[1] > vectors[0] @ vectors[2])

@@ -21,9 +21,9 @@ from ragsense.data import PubMedQAItem, load_pubmedqa, load_wikieval
 from ragsense.embeddings import load_embedder
 from ragsense.errors import InputError
 from ragsense.experiments._stats import hdi, roc_auc
-from ragsense.grounding import Aggregation, GroundingResult, GroundingScorer
-from ragsense.grounding._api import run_sync
-from ragsense.grounding._similarity import answer_context_similarity
+from ragsense.consens import Aggregation, GroundingResult, GroundingScorer
+from ragsense.consens._api import run_sync
+from ragsense.consens._similarity import answer_context_similarity
 from ragsense.models import LanguageModel
 from ragsense.rag import InMemoryVectorIndex
 
@@ -106,7 +106,7 @@ def consens_wikieval(
     pairs = list(zip(res[0::2], res[1::2], strict=True))
     by_agg = _by_aggregation(pairs)
     sims = answer_context_similarity(
-        [r[2] for r in rows], ["\n\n".join(r[1]) for r in rows], load_embedder("minilm")
+        [r[2] for r in rows], ["\n\n".join(r[1]) for r in rows], load_embedder("minilm", cache=True)
     )
     _write(out, "consens-wikieval", [
         {"id": it.id, "grounded": g.to_dict(), "ungrounded": u.to_dict(),
@@ -159,7 +159,7 @@ def consens_pubmedqa_partial(
     pairs = list(zip(res[0::2], res[1::2], strict=True))
     by_agg = _by_aggregation(pairs)
     sims = answer_context_similarity(
-        [r[2] for r in rows], ["\n\n".join(r[1]) for r in rows], load_embedder("minilm")
+        [r[2] for r in rows], ["\n\n".join(r[1]) for r in rows], load_embedder("minilm", cache=True)
     )
     _write(out, "consens-pubmedqa-partial", [
         {"pmid": it.pmid, "full": f.to_dict(), "partial": p.to_dict()}
@@ -192,7 +192,7 @@ def consens_pubmedqa_attribution(
     started = time.perf_counter()
     corpus = load_pubmedqa(data)
     queries = corpus[:limit]
-    embedder = load_embedder("minilm")
+    embedder = load_embedder("minilm", cache=True)
     index = InMemoryVectorIndex(embedder, [" ".join(it.contexts) for it in corpus])
     hits = index.search([it.question for it in queries], k=3)
     rng = random.Random(seed)

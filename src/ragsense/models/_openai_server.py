@@ -149,8 +149,11 @@ def _spans(
         if any(not 0 <= s <= e for s, e in zip(starts, ends, strict=True)):
             raise ModelCallError("malformed server response: text_offset / text_end_offset out of order")
         return list(zip(starts, ends, strict=True))
-    if starts is not None and _consistent(text, tokens, starts):
-        return _from_starts(starts, len(text))
+    if starts is not None and _consistent(text, tokens, starts):  # an empty token (a BOS) has no width
+        return [
+            (s, s) if not t else span
+            for t, s, span in zip(tokens, starts, _from_starts(starts, len(text)), strict=True)
+        ]
     aligned = _align(text, tokens)
     if aligned is not None:
         return aligned
@@ -226,18 +229,11 @@ def _error_message(resp: Any) -> str:
     try:
         body = resp.json()
     except ValueError:
-        return str(resp.text)[:300] or resp.reason_phrase
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict):
-            msg = err.get("message") or err.get("detail")
-            if msg:
-                return str(msg)
-        elif isinstance(err, str):
-            return err
-        if "detail" in body:
-            return str(body["detail"])
-    return str(body)[:300]
+        return str(resp.text)[:300] or str(resp.reason_phrase)
+    err = body.get("error", body) if isinstance(body, dict) else body  # OpenAI, old vLLM, FastAPI
+    if isinstance(err, dict):
+        err = err.get("message") or err.get("detail") or err
+    return str(err)[:300]
 
 
 def _json_body(resp: Any, url: str) -> dict[str, Any]:
@@ -250,11 +246,16 @@ def _json_body(resp: Any, url: str) -> dict[str, Any]:
     return body
 
 
-def _transport_cause(exc: Exception, timeout: float, httpx: Any) -> str:
+def _transport_failure(exc: BaseException, base_url: str, timeout: float, httpx: Any) -> str:
     if isinstance(exc, httpx.TimeoutException):
-        return f"no answer within {timeout:g} s (timeout)"
-    text = str(exc) or type(exc).__name__
-    return "connection refused" if "refused" in text.lower() else text
+        return f"the server at {base_url} did not answer within {timeout:g} s (timeout)"
+    cause = str(exc) or type(exc).__name__
+    link: BaseException | None = exc
+    while link is not None:  # httpx hides the refusal a few causes down
+        if isinstance(link, ConnectionRefusedError):
+            cause = "connection refused"
+        link = link.__cause__ or link.__context__
+    return f"cannot reach the server at {base_url}: {cause}"
 
 
 class OpenAIGenerationModel:
@@ -273,6 +274,7 @@ class OpenAIGenerationModel:
         max_retries: int,
         concurrency: int,
         context_window: int | None,
+        echo_max_tokens: int,
         httpx: Any,
     ) -> None:
         self.model_id = model_id
@@ -283,6 +285,7 @@ class OpenAIGenerationModel:
         self._max_retries = max(0, max_retries)
         self._concurrency = max(1, concurrency)
         self._window = context_window
+        self._echo_max_tokens = echo_max_tokens
         self._httpx = httpx
         # An async client and a semaphore belong to one event loop; callers may use several in turn.
         self._loops: dict[asyncio.AbstractEventLoop, tuple[Any, asyncio.Semaphore]] = {}
@@ -371,8 +374,8 @@ class OpenAIGenerationModel:
             raise ModelCallError("malformed server response: choices is empty")
         text = _get(choices[0], "text", str, "choices[0]")
         finish = choices[0].get("finish_reason") or "stop"
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-        n_tokens = usage.get("completion_tokens", 0) if isinstance(usage, dict) else 0
+        usage = body.get("usage")
+        n_tokens = usage.get("completion_tokens") if isinstance(usage, dict) else 0
         return Generation(text=text, finish_reason=str(finish), n_tokens=int(n_tokens or 0))
 
     # -- transport -----------------------------------------------------------------------------
@@ -397,8 +400,7 @@ class OpenAIGenerationModel:
                 try:
                     resp = await client.post(url, json=payload, headers=self._headers)
                 except self._httpx.RequestError as exc:
-                    cause = f"cannot reach the server at {self.base_url}: "
-                    cause += _transport_cause(exc, self._timeout, self._httpx)
+                    cause = _transport_failure(exc, self.base_url, self._timeout, self._httpx)
                     continue
                 if resp.status_code < 400:
                     return _json_body(resp, url)
@@ -415,8 +417,7 @@ class OpenAIGenerationModel:
         try:
             resp = self._sync.request(method, url, json=payload, headers=self._headers)
         except self._httpx.RequestError as exc:
-            cause = _transport_cause(exc, self._timeout, self._httpx)
-            raise ModelCallError(f"cannot reach the server at {self.base_url}: {cause}") from exc
+            raise ModelCallError(_transport_failure(exc, self.base_url, self._timeout, self._httpx)) from exc
         if resp.status_code in (404, 405, 501):
             raise _EndpointMissing(url)
         if resp.status_code >= 400:
@@ -452,7 +453,7 @@ class OpenAICompatibleModel(OpenAIGenerationModel):
         payload = {
             "model": self.model_id,
             "prompt": req.prompt + req.continuation,
-            "max_tokens": 0,  # vLLM >= 0.6 echoes without generating; a generated token is ignored anyway
+            "max_tokens": self._echo_max_tokens,
             "echo": True,
             "logprobs": 0,
             "temperature": 0,
@@ -474,13 +475,15 @@ def create_openai_model(
     concurrency: int = 8,
     context_window: int | None = None,
     supports_logprobs: bool = True,
+    echo_max_tokens: int = 0,
     **unused: Any,
 ) -> OpenAIGenerationModel:
     """A model served over HTTP. ``base_url`` ends in ``/v1`` (default: ``RAGSENSE_BASE_URL``, then
     ``OPENAI_BASE_URL``); ``api_key`` defaults to ``RAGSENSE_API_KEY``, then ``OPENAI_API_KEY``.
 
     ``supports_logprobs=False`` gives a generation-only model, so metrics needing log-probabilities
-    fail early. Nothing is sent until the first call.
+    fail early. ``echo_max_tokens=1`` is for servers that crash on ``max_tokens: 0`` with ``echo``
+    (vLLM before about 0.6): the generated token is ignored. Nothing is sent until the first call.
 
     >>> create_openai_model("m", base_url="http://127.0.0.1:8000/v1/").base_url
     'http://127.0.0.1:8000/v1'
@@ -507,5 +510,6 @@ def create_openai_model(
         max_retries=max_retries,
         concurrency=concurrency,
         context_window=context_window,
+        echo_max_tokens=echo_max_tokens,
         httpx=httpx,
     )

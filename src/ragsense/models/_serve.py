@@ -10,7 +10,9 @@ Endpoints (the subset ragsense's own ``openai`` backend and most evaluation tool
     (the tokenizer's own token strings), ``token_logprobs``, ``text_offset`` (character starts),
     ``top_logprobs`` and ``text_end_offset`` (character ends; an extension other clients ignore).
     The first token's logprob is ``null`` unless the tokenizer adds a BOS: the BOS itself is not
-    listed, so the first text token gets a real log-probability. Use ``max_tokens: 0`` to score only.
+    listed, so the first text token gets a real log-probability. Use ``max_tokens: 0`` to score only;
+    with ``max_tokens > 0`` the text is also continued, but the log-probabilities cover the prompt.
+    Models other than the transformers backend are scored as ``ScoreRequest("", prompt)``.
   - Without ``echo``, the prompt is continued with the model's ``generate``. Log-probabilities of
     generated tokens are not supported (HTTP 400).
 * ``POST /tokenize`` (also ``/v1/tokenize``): vLLM's ``{"prompt", "add_special_tokens"}`` or
@@ -140,9 +142,12 @@ def _typed(body: dict[str, Any], key: str, kind: type | tuple[type, ...], defaul
 class ModelService:
     """The transport-free part of the server: request dict in, response dict out."""
 
-    def __init__(self, model: LanguageModel, model_name: str | None = None) -> None:
+    def __init__(
+        self, model: LanguageModel, model_name: str | None = None, *, owns_model: bool = False
+    ) -> None:
         self.model = model
         self.name = model_name or model.info.name
+        self._owns_model = owns_model  # close the model with the server (run_server loaded it)
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()  # one loop, used under the lock, so async clients stay valid
 
@@ -152,7 +157,8 @@ class ModelService:
     def close(self) -> None:
         with self._lock:
             if not self._loop.is_closed():
-                self._run(self.model.aclose())
+                if self._owns_model:
+                    self._run(self.model.aclose())
                 self._loop.close()
 
     def handle(self, method: str, path: str, raw: bytes) -> tuple[int, dict[str, Any]]:
@@ -320,7 +326,10 @@ class _Handler(BaseHTTPRequestHandler):
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
             length = -1
-        if length < 0 or length > _MAX_BODY:
+        if self.headers.get("Transfer-Encoding"):  # chunked bodies are not read: send Content-Length
+            self.close_connection = True
+            status, payload = 411, _error("send the body with a Content-Length", "invalid_request_error", 411)
+        elif length < 0 or length > _MAX_BODY:
             self.close_connection = True  # the body is not read: the connection cannot be reused
             status, payload = (
                 413,
@@ -411,7 +420,7 @@ def run_server(model_name: str, host: str = "127.0.0.1", port: int = 8000, **mod
     from ragsense.models._registry import load_model
 
     model = load_model(model_name, **model_options)
-    server = serve(model, host, port, model_name=model_name)
+    server = RagsenseHTTPServer((host, port), ModelService(model, model_name, owns_model=True))
     print(f"ragsense: serving {model_name!r} at {server.base_url} (Ctrl-C to stop)", file=sys.stderr)
     try:
         server.serve_forever()

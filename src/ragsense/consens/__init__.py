@@ -1,19 +1,20 @@
-"""Context grounding: the ConSens score, document attribution and the similarity baseline.
+"""ConSens context grounding: the score, leave-one-document-out attribution, the similarity baseline.
 
->>> from ragsense.grounding import grounding
+>>> from ragsense.consens import grounding
 >>> grounding("Who?", ["Ada Lovelace wrote the first program."], "Ada Lovelace.", model="fake").consens > 0
 True
 """
 
-from ragsense.grounding._api import get_model, grounding, grounding_batch, score_rows
-from ragsense.grounding._consens import (
+from ragsense.consens._api import get_model, grounding, grounding_batch, score_rows
+from ragsense.consens._similarity import answer_context_similarity
+from ragsense.consens._math import (
     Aggregation,
     consens_from_log_ppl,
     consens_from_word_nll,
     log_mean_perplexity,
 )
-from ragsense.grounding._prompt import PAPER_TEMPLATE, PromptTemplate
-from ragsense.grounding._scorer import (
+from ragsense.consens._prompt import PAPER_TEMPLATE, PromptTemplate
+from ragsense.consens._scorer import (
     DEFAULT_AGGREGATION,
     DocumentAttribution,
     GroundingResult,
@@ -30,6 +31,7 @@ __all__ = [
     "GroundingScorer",
     "PromptTemplate",
     "WordDetail",
+    "answer_context_similarity",
     "consens_from_log_ppl",
     "consens_from_word_nll",
     "get_model",

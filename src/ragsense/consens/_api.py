@@ -1,4 +1,4 @@
-"""The one-call API: ``ragsense.grounding`` and ``ragsense.grounding_batch``."""
+"""The one-call API: ``ragsense.consens`` and ``ragsense.grounding_batch``."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 
 from ragsense.data import RagRow, RowError, parse_rows
 from ragsense.errors import InputError
-from ragsense.grounding._consens import Aggregation
-from ragsense.grounding._prompt import PromptTemplate
-from ragsense.grounding._scorer import DEFAULT_AGGREGATION, GroundingResult, GroundingScorer
+from ragsense.consens._math import Aggregation
+from ragsense.consens._prompt import PromptTemplate
+from ragsense.consens._scorer import DEFAULT_AGGREGATION, GroundingResult, GroundingScorer
 from ragsense.models import DEFAULT_MODEL, LanguageModel, load_model
 
 T = TypeVar("T")

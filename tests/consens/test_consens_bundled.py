@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from ragsense.grounding import GroundingScorer, grounding, grounding_batch
+from ragsense.consens import GroundingScorer, grounding, grounding_batch
 from ragsense.models import ScoreRequest, load_model
 
 pytestmark = pytest.mark.model

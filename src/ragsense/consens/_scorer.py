@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ragsense.errors import InputError
-from ragsense.grounding._consens import Aggregation, consens_from_word_nll, log_mean_perplexity, safe_exp
-from ragsense.grounding._prompt import PromptTemplate
+from ragsense.consens._math import Aggregation, consens_from_word_nll, log_mean_perplexity, safe_exp
+from ragsense.consens._prompt import PromptTemplate
 from ragsense.models import ContinuationScore, LanguageModel, ScoreRequest, SupportsLogprobs, require
 from ragsense.text import align_tokens_to_words, content_words, word_logprob_sums
 

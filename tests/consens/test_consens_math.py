@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from ragsense.grounding import Aggregation, consens_from_log_ppl, consens_from_word_nll, log_mean_perplexity
+from ragsense.consens import Aggregation, consens_from_log_ppl, consens_from_word_nll, log_mean_perplexity
 
 TABLE1_EMPTY = (4814.38, 7117.1, 1.61)
 TABLE1_DAVID_BAKER_SCIENTIST = (263.73, 293.92, 1.72)

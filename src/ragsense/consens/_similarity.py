@@ -72,7 +72,8 @@ def context_windows(
     """
     if window_tokens < 1 or not 0 <= overlap_tokens < window_tokens:
         raise ValueError(
-            f"need window_tokens >= 1 and 0 <= overlap_tokens < window_tokens, got {window_tokens}, {overlap_tokens}"
+            "need window_tokens >= 1 and 0 <= overlap_tokens < window_tokens, "
+            f"got {window_tokens} and {overlap_tokens}"
         )
     spans = [m.span() for m in _WORD.finditer(context)]
     if not spans:

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from ragsense.errors import InputError
-from ragsense.grounding import GroundingScorer, PromptTemplate, grounding, grounding_batch
+from ragsense.consens import GroundingScorer, PromptTemplate, grounding, grounding_batch
 from ragsense.models import load_model
 from ragsense.models._fake import FakeModel
 

@@ -1,0 +1,118 @@
+"""ConSens throughput against the raw forward pass of the same model over the same tokens.
+
+    .venv/bin/python benchmarks/bench_consens.py --model smollm2-135m --items 20
+
+Rows: WikiEval items, each answer (grounded and ungrounded) scored against ``context_v1``, so every
+(question, answer) needs one no-context pass and one context pass. The "limit" is the model body
+(transformer layers, no LM head) run over exactly the unique token sequences ConSens scores, with the
+same batch plan. ConSens adds the LM head on continuation positions, tokenization, word alignment and
+the score. Printed figures are token rates and their ratios; the last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from ragsense.data import load_wikieval  # noqa: E402
+from ragsense.consens import GroundingScorer  # noqa: E402
+from ragsense.models import ScoreRequest, load_model  # noqa: E402
+
+
+def _rows(data: str | None, items: int) -> list[tuple[str, list[str], str]]:
+    rows = []
+    for it in load_wikieval(data)[:items]:
+        rows.append((it.question, it.context_v1, it.grounded_answer))
+        rows.append((it.question, it.context_v1, it.ungrounded_answer))
+    return rows
+
+
+def _unique_requests(scorer: GroundingScorer, rows: list[tuple[str, list[str], str]]) -> list[ScoreRequest]:
+    wanted: dict[ScoreRequest, None] = {}
+    t = scorer.template
+    for q, docs, a in rows:
+        wanted[ScoreRequest(t.render_context(q, ""), t.continuation(a))] = None
+        wanted[ScoreRequest(t.render(q, docs), t.continuation(a))] = None
+    return list(wanted)
+
+
+def _raw_forward(model: Any, requests: list[ScoreRequest], *, with_full_logits: bool) -> tuple[float, int]:
+    """Time the model over the same sequences and batch plan ConSens uses; returns (seconds, tokens)."""
+    torch = model._torch
+    encoded = [model._tokenizer(r.prompt + r.continuation)["input_ids"] for r in requests]
+    started = time.perf_counter()
+    for batch in model._batches([len(e) for e in encoded]):
+        width = max(len(encoded[i]) for i in batch)
+        ids = torch.full((len(batch), width), model._pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, i in enumerate(batch):
+            ids[row, : len(encoded[i])] = torch.tensor(encoded[i])
+            mask[row, : len(encoded[i])] = 1
+        ids, mask = ids.to(model._device), mask.to(model._device)
+        with torch.inference_mode():
+            if with_full_logits:
+                model._model(input_ids=ids, attention_mask=mask).logits.float().log_softmax(-1)
+            else:
+                model._model.base_model(input_ids=ids, attention_mask=mask)
+    if model._device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - started, sum(len(e) for e in encoded)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--items", type=int, default=20, help="WikiEval items (2 rows each)")
+    parser.add_argument("--data", default=None)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--device", default="auto")
+    args = parser.parse_args()
+    options: dict[str, Any] = {"device": args.device}
+    if args.threads:
+        options["threads"] = args.threads
+    model = load_model(args.model, **options)
+    rows = _rows(args.data, args.items)
+    scorer = GroundingScorer(model)
+    requests = _unique_requests(scorer, rows)
+    # Warm-up (allocator, kernels) on a few sequences, outside the timings.
+    model.score_sync(requests[:2])
+
+    body_s, tokens = _raw_forward(model, requests, with_full_logits=False)
+    full_s, _ = _raw_forward(model, requests, with_full_logits=True)
+    started = time.perf_counter()
+    results = asyncio.run(GroundingScorer(model).score(rows))
+    if model._device.type == "cuda":
+        model._torch.cuda.synchronize()
+    consens_s = time.perf_counter() - started
+    assert all(hasattr(r, "consens") for r in results), "a benchmark row failed"
+
+    figures = {
+        "model": model.info.name,
+        "device": str(model._device),
+        "rows": len(rows),
+        "sequences": len(requests),
+        "sequences_without_caching": 2 * len(rows),
+        "tokens": tokens,
+        "raw_body_tok_per_s": round(tokens / body_s, 1),
+        "raw_full_logits_tok_per_s": round(tokens / full_s, 1),
+        "consens_tok_per_s": round(tokens / consens_s, 1),
+        "ratio_vs_raw_body": round(body_s / consens_s, 3),
+        "ratio_vs_raw_full_logits": round(full_s / consens_s, 3),
+        "consens_rows_per_s": round(len(rows) / consens_s, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+    for key, value in figures.items():
+        print(f"{key:>28}: {value}", file=sys.stderr)
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""AUROC against scikit-learn, HDI as the shortest window, summaries, the bootstrap."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ragsense.experiments._stats import bootstrap_ci, hdi, paired_summary, roc_auc, summarize
+
+
+def sklearn_auc(pos: Any, neg: Any) -> float:
+    metrics = pytest.importorskip("sklearn.metrics")
+    labels = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
+    return float(metrics.roc_auc_score(labels, np.r_[pos, neg]))
+
+
+# --- roc_auc --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_roc_auc_matches_sklearn_on_continuous_scores(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    pos = rng.normal(0.5, 1.0, size=rng.integers(1, 300))
+    neg = rng.normal(0.0, 1.0, size=rng.integers(1, 300))
+    assert roc_auc(pos, neg) == pytest.approx(sklearn_auc(pos, neg), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_roc_auc_matches_sklearn_with_many_ties(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    pos = rng.integers(0, 4, size=157).astype(float)
+    neg = rng.integers(0, 3, size=89).astype(float)
+    assert roc_auc(pos, neg) == pytest.approx(sklearn_auc(pos, neg), abs=1e-12)
+
+
+def test_roc_auc_edge_values() -> None:
+    assert roc_auc([2.0, 3.0], [0.0, 1.0]) == 1.0
+    assert roc_auc([0.0, 1.0], [2.0, 3.0]) == 0.0
+    assert roc_auc([1.0, 1.0, 1.0], [1.0]) == 0.5
+    assert roc_auc([0.5], [0.5, 0.4]) == 0.75
+    assert roc_auc(np.array([1, 2]), (0,)) == 1.0  # any numeric sequence
+
+
+@pytest.mark.parametrize(
+    ("pos", "neg", "match"),
+    [
+        ([], [1.0], "scores_positive is empty"),
+        ([1.0], [], "scores_negative is empty"),
+        ([1.0, math.nan], [0.0], "non-finite value at index 1"),
+        ([1.0], [math.inf], "non-finite"),
+        ([[1.0]], [0.0], "one-dimensional"),
+    ],
+)
+def test_roc_auc_rejects_bad_input(pos: Any, neg: Any, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        roc_auc(pos, neg)
+
+
+# --- hdi ------------------------------------------------------------------------------------------
+
+
+def brute_force_shortest(values: np.ndarray, mass: float) -> float:
+    """The width of the shortest [x_i, x_j] holding at least mass of the sample, by trying all."""
+    x = np.sort(values)
+    n = len(x)
+    best = math.inf
+    for i in range(n):
+        for j in range(i, n):
+            if (j - i + 1) / n >= mass - 1e-12:
+                best = min(best, x[j] - x[i])
+                break
+    return best
+
+
+def test_hdi_on_a_uniform_grid() -> None:
+    grid = np.arange(101, dtype=float)  # 0..100
+    lo, hi = hdi(grid, 0.9)
+    assert hi - lo == 90.0  # 91 of 101 values: every window is equally short
+    assert (lo, hi) == (0.0, 90.0)  # ties go to the lowest window
+    assert hdi(np.arange(10.0), 0.9) == (0.0, 8.0)  # 9 of 10 values, not 10 (see the docstring)
+
+
+def test_hdi_of_a_skewed_sample_is_the_shortest_window() -> None:
+    rng = np.random.default_rng(7)
+    sample = rng.exponential(1.0, size=400)
+    lo, hi = hdi(sample, 0.9)
+    assert hi - lo == pytest.approx(brute_force_shortest(sample, 0.9))
+    assert np.mean((sample >= lo) & (sample <= hi)) >= 0.9
+    # For a right-skewed sample the HDI starts at the minimum and is shorter than the
+    # equal-tailed interval.
+    assert lo == sample.min()
+    q_lo, q_hi = np.quantile(sample, [0.05, 0.95])
+    assert hi - lo < q_hi - q_lo
+
+
+@pytest.mark.parametrize("mass", [0.5, 0.8, 0.9, 0.95, 1.0])
+def test_hdi_random_samples_against_brute_force(mass: float) -> None:
+    rng = np.random.default_rng(int(mass * 100))
+    sample = np.r_[rng.normal(0, 1, 60), rng.normal(6, 0.3, 30)]
+    lo, hi = hdi(sample, mass)
+    assert hi - lo == pytest.approx(brute_force_shortest(sample, mass))
+    assert np.mean((sample >= lo) & (sample <= hi)) >= mass - 1e-12
+
+
+def test_hdi_small_and_degenerate_samples() -> None:
+    assert hdi([5.0]) == (5.0, 5.0)
+    assert hdi([0.0, 1.0, 2.0, 3.0, 100.0], 0.8) == (0.0, 3.0)
+    assert hdi([3.0, 1.0, 2.0], 1.0) == (1.0, 3.0)
+    assert hdi([2.0, 2.0, 2.0, 9.0], 0.75) == (2.0, 2.0)
+    assert hdi([1.0, 2.0], 0.01) == (1.0, 1.0)
+
+
+@pytest.mark.parametrize("mass", [0.0, -0.1, 1.5, math.nan])
+def test_hdi_rejects_bad_mass(mass: float) -> None:
+    with pytest.raises(ValueError, match="mass"):
+        hdi([1.0, 2.0], mass)
+
+
+def test_hdi_rejects_bad_values() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        hdi([])
+    with pytest.raises(ValueError, match="non-finite"):
+        hdi([1.0, math.nan])
+
+
+# --- summaries ------------------------------------------------------------------------------------
+
+
+def test_summarize() -> None:
+    rng = np.random.default_rng(3)
+    values = rng.normal(2.0, 1.5, size=250)
+    s = summarize(values)
+    assert s["n"] == 250
+    assert s["mean"] == pytest.approx(values.mean())
+    assert s["median"] == pytest.approx(np.median(values))
+    assert s["std"] == pytest.approx(values.std(ddof=1))
+    assert s["hdi90"] == list(hdi(values, 0.9))
+    assert summarize([4.0]) == {"n": 1, "mean": 4.0, "median": 4.0, "std": 0.0, "hdi90": [4.0, 4.0]}
+    with pytest.raises(ValueError, match="empty"):
+        summarize([])
+
+
+def test_paired_summary() -> None:
+    a = [0.9, 0.5, 0.3, 0.8, 0.4]
+    b = [0.1, 0.5, 0.6, 0.2, 0.4]
+    s = paired_summary(a, b)
+    diff = np.subtract(a, b)
+    assert s["n"] == 5
+    assert s["mean_diff"] == pytest.approx(diff.mean())
+    assert s["median_diff"] == pytest.approx(np.median(diff))
+    assert s["hdi90_diff"] == list(hdi(diff, 0.9))
+    assert s["share_a_greater"] == pytest.approx(0.4)
+    assert s["share_ties"] == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="differ in length"):
+        paired_summary([1.0, 2.0], [1.0])
+
+
+# --- bootstrap ------------------------------------------------------------------------------------
+
+
+def test_bootstrap_ci_of_auroc_is_deterministic_and_brackets_the_estimate() -> None:
+    rng = np.random.default_rng(11)
+    pos = rng.normal(1.0, 1.0, 120)
+    neg = rng.normal(0.0, 1.0, 150)
+    point = roc_auc(pos, neg)
+    lo, hi = bootstrap_ci(roc_auc, pos, neg, n=500)
+    assert lo < point < hi
+    assert 0.0 < hi - lo < 0.2
+    assert bootstrap_ci(roc_auc, pos, neg, n=500) == (lo, hi)
+    assert bootstrap_ci(roc_auc, pos, neg, n=500, seed=1) != (lo, hi)
+    narrow = bootstrap_ci(roc_auc, pos, neg, n=500, mass=0.5)
+    assert lo < narrow[0] <= narrow[1] < hi
+
+
+def test_bootstrap_ci_matches_a_direct_percentile_bootstrap() -> None:
+    values = np.arange(20, dtype=float) ** 1.5
+    lo, hi = bootstrap_ci(np.mean, values, n=300, seed=5, mass=0.9)
+    rng = np.random.default_rng(5)
+    means = [values[rng.integers(0, 20, size=20)].mean() for _ in range(300)]
+    assert (lo, hi) == tuple(np.quantile(means, [0.05, 0.95]))
+
+
+def test_bootstrap_ci_paired_keeps_pairs_together() -> None:
+    b = np.random.default_rng(2).normal(size=50)
+    a = b + 1.0
+    lo, hi = bootstrap_ci(lambda x, y: float(np.mean(x - y)), a, b, n=200, paired=True)
+    assert lo == pytest.approx(1.0) and hi == pytest.approx(1.0)
+    lo, hi = bootstrap_ci(lambda x, y: float(np.mean(x - y)), a, b, n=200)
+    assert hi - lo > 0.1  # independent draws break the pairs
+
+
+def test_bootstrap_ci_errors() -> None:
+    with pytest.raises(ValueError, match="at least one sample"):
+        bootstrap_ci(np.mean)
+    with pytest.raises(ValueError, match="n must be"):
+        bootstrap_ci(np.mean, [1.0], n=0)
+    with pytest.raises(ValueError, match="mass"):
+        bootstrap_ci(np.mean, [1.0], mass=0.0)
+    with pytest.raises(ValueError, match="differ in length"):
+        bootstrap_ci(roc_auc, [1.0, 2.0], [1.0], paired=True)
+    with pytest.raises(ValueError, match="sample 1 is empty"):
+        bootstrap_ci(roc_auc, [1.0], [])
+    with pytest.raises(ValueError, match="non-finite value on a bootstrap replicate"):
+        bootstrap_ci(lambda x: math.nan, [1.0, 2.0], n=3)
+
+
+def test_doctests() -> None:
+    result = doctest.testmod(importlib.import_module("ragsense.experiments._stats"))
+    assert result.attempted > 0
+    assert result.failed == 0

@@ -1,0 +1,247 @@
+"""``ragsense serve``: the OpenAI-compatible HTTP server, through real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+pytest.importorskip("httpx")
+
+import httpx
+
+from ragsense.models import Generation, GenerationConfig, ModelInfo, ScoreRequest, load_model
+from ragsense.models._fake import FakeModel
+from ragsense.models._serve import start_in_thread, transformers_prompt_logprobs
+from ragsense.models._transformers import TransformersModel
+
+
+class _Broken(FakeModel):
+    """Generation fails inside the model."""
+
+    async def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[Generation]:
+        raise RuntimeError("out of memory")
+
+
+class _InfoOnly:
+    """A model with neither log-probabilities nor generation."""
+
+    info = ModelInfo(name="bare", backend="none", context_window=64, fingerprint="bare")
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    async def aclose(self) -> None:
+        return None
+
+
+@pytest.fixture
+def fake_server() -> Iterator[str]:
+    server, url = start_in_thread(FakeModel(), log_requests=False)
+    yield url
+    server.close()
+
+
+def _post(url: str, path: str, **body: Any) -> httpx.Response:
+    return httpx.post(url + path, json=body, timeout=30)
+
+
+def test_models_and_health(fake_server: str) -> None:
+    body = httpx.get(fake_server + "/models").json()
+    assert body["object"] == "list"
+    [card] = body["data"]
+    assert card["id"] == "fake" and card["object"] == "model" and card["max_model_len"] == 4096
+    assert httpx.get(fake_server.removesuffix("/v1") + "/health").status_code == 200
+
+
+def test_echo_logprobs_format(fake_server: str) -> None:
+    r = _post(
+        fake_server, "/completions", model="fake", prompt="Paris is big", max_tokens=0, echo=True, logprobs=0
+    )
+    assert r.status_code == 200
+    [choice] = r.json()["choices"]
+    assert choice["text"] == "Paris is big" and choice["finish_reason"] == "length"
+    lp = choice["logprobs"]
+    assert lp["tokens"] == ["Paris", " is", " big"]
+    assert lp["text_offset"] == [0, 5, 8] and lp["text_end_offset"] == [5, 8, 12]
+    assert all(isinstance(v, float) for v in lp["token_logprobs"])  # a generic model scores from ""
+    assert r.json()["usage"]["prompt_tokens"] == 3
+
+
+def test_generation_and_prompt_lists(fake_server: str) -> None:
+    r = _post(fake_server, "/completions", prompt=["Q: one", "Q: two"], max_tokens=4, temperature=0)
+    choices = r.json()["choices"]
+    assert [c["index"] for c in choices] == [0, 1]
+    assert choices[0]["text"] == "fake answer about Q:"
+    assert choices[0]["logprobs"] is None
+    r = _post(fake_server, "/completions", prompt="Q: one", max_tokens=4, echo=True)
+    assert r.json()["choices"][0]["text"].startswith("Q: onefake answer")
+
+
+def test_tokenize_endpoint(fake_server: str) -> None:
+    root = fake_server.removesuffix("/v1")
+    assert _post(root, "/tokenize", prompt="a b c").json()["count"] == 3
+    assert _post(root, "/tokenize", content="a b").json()["count"] == 2  # llama.cpp's field name
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "message"),
+    [
+        ("/completions", {"max_tokens": 0}, 400, "'prompt' must be"),
+        ("/completions", {"prompt": [1, 2, 3]}, 400, "token ids are not supported"),
+        ("/completions", {"prompt": "a", "max_tokens": "3"}, 400, "'max_tokens' must be int"),
+        ("/completions", {"prompt": "a", "echo": "yes"}, 400, "'echo' must be bool"),
+        ("/completions", {"prompt": "a", "max_tokens": -1}, 400, ">= 0"),
+        ("/completions", {"prompt": "a", "logprobs": 99, "echo": True}, 400, "between 0 and 20"),
+        ("/completions", {"prompt": "a", "logprobs": 1}, 400, "use echo=true"),
+        ("/completions", {"prompt": "a", "n": 2}, 400, "only n=1"),
+        ("/completions", {"prompt": "a", "model": "other"}, 404, "does not exist"),
+        ("/nowhere", {}, 404, "no route"),
+    ],
+)
+def test_bad_requests_get_openai_errors(
+    fake_server: str, path: str, body: dict[str, Any], status: int, message: str
+) -> None:
+    r = httpx.post(fake_server + path, json=body, timeout=30)
+    assert r.status_code == status
+    error = r.json()["error"]
+    assert message in error["message"] and error["code"] == status and error["type"]
+
+
+def test_invalid_json_and_server_survives(fake_server: str) -> None:
+    r = httpx.post(fake_server + "/completions", content=b"{oops", timeout=30)
+    assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
+    r = httpx.post(fake_server + "/completions", content=b"[1]", timeout=30)
+    assert r.status_code == 400
+    assert httpx.get(fake_server + "/models").status_code == 200
+
+
+def test_model_failures_are_500_and_missing_capabilities_400() -> None:
+    server, url = start_in_thread(_Broken(), log_requests=False)
+    try:
+        r = _post(url, "/completions", prompt="a", max_tokens=3)
+        assert r.status_code == 500 and "out of memory" in r.json()["error"]["message"]
+        assert (
+            _post(url, "/completions", prompt="a b", max_tokens=0, echo=True, logprobs=0).status_code == 200
+        )
+    finally:
+        server.close()
+    server, url = start_in_thread(_InfoOnly(), log_requests=False)  # type: ignore[arg-type]
+    try:
+        r = _post(url, "/completions", prompt="a", max_tokens=0, echo=True, logprobs=0)
+        assert r.status_code == 400 and "cannot return log-probabilities" in r.json()["error"]["message"]
+        assert "cannot generate" in _post(url, "/completions", prompt="a").json()["error"]["message"]
+    finally:
+        server.close()
+
+
+def test_run_server_logs_and_stops_on_ctrl_c() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    code = f"from ragsense.models._serve import run_server; run_server('fake', '127.0.0.1', {port})"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stderr is not None
+        lines = [proc.stderr.readline() for _ in range(1)]
+        while "serving 'fake'" not in lines[-1]:  # skip any warnings printed at import
+            assert lines[-1] and len(lines) < 50, lines
+            lines.append(proc.stderr.readline())
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                assert httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).status_code == 200
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+        rest = proc.stderr.read()
+        assert '"GET /v1/models" 200' in rest and "stopping" in rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+# -- the transformers path -------------------------------------------------------------------------
+class _BosTokenizer:
+    """The bundled tokenizer with a BOS added, to exercise the BOS path with a real model."""
+
+    def __init__(self, inner: Any, bos: int) -> None:
+        self._inner, self._bos = inner, bos
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __call__(self, text: Any, add_special_tokens: bool = True, **kw: Any) -> Any:
+        enc = self._inner(text, add_special_tokens=add_special_tokens, **kw)
+        if not add_special_tokens or not isinstance(text, str) or "return_tensors" in kw:
+            return enc
+        out = {"input_ids": [self._bos, *enc["input_ids"]]}
+        if kw.get("return_offsets_mapping"):
+            out["offset_mapping"] = [(0, 0), *map(tuple, enc["offset_mapping"])]
+        return out
+
+
+@pytest.mark.model
+def test_prompt_logprobs_match_local_scoring(smollm2: Any) -> None:
+    text = "Context: Marie Curie won two Nobel prizes.\nAnswer: Marie Curie"
+    echo = transformers_prompt_logprobs(smollm2, text, top=3)
+    enc = smollm2.tokenizer(text, return_offsets_mapping=True)
+    assert echo.tokens == smollm2.tokenizer.convert_ids_to_tokens(enc["input_ids"])
+    assert list(zip(echo.starts, echo.ends, strict=True)) == [tuple(o) for o in enc["offset_mapping"]]
+    assert echo.logprobs[0] is None  # no BOS: the first token cannot be scored
+    [ref] = smollm2.score_sync([ScoreRequest(text[: echo.ends[0]], text[echo.ends[0] :])])
+    assert echo.logprobs[1:] == pytest.approx(list(ref.logprobs), abs=1e-4)
+    assert echo.top is not None and echo.top[0] is None
+    for token, value, top in zip(echo.tokens[1:], echo.logprobs[1:], echo.top[1:], strict=True):
+        assert top is not None and top[token] == value and max(top.values()) >= value
+        assert 3 <= len(top) <= 4  # the top 3, plus the chosen token when it is not among them
+
+
+@pytest.mark.model
+def test_bos_tokenizer_round_trip(smollm2: Any) -> None:
+    bos_model = TransformersModel(
+        smollm2._model, _BosTokenizer(smollm2.tokenizer, 1), name="bos", fingerprint="bos"
+    )
+    text = "Paris is the capital of France."
+    echo = transformers_prompt_logprobs(bos_model, text)
+    assert echo.tokens[0] == "Paris" and echo.logprobs[0] is not None  # BOS hidden, first token scored
+    server, url = start_in_thread(bos_model, log_requests=False)
+    try:
+        remote = load_model("openai:bos", base_url=url, max_retries=0)
+        reqs = [ScoreRequest("", text), ScoreRequest("Paris is", " the capital of France.")]
+        got = asyncio.run(remote.score(reqs))
+        for r, lo in zip(got, bos_model.score_sync(reqs), strict=True):
+            assert r.prompt_tokens == lo.prompt_tokens and r.offsets == lo.offsets
+            assert r.logprobs == pytest.approx(lo.logprobs, abs=1e-4)
+        asyncio.run(remote.aclose())
+    finally:
+        server.close()
+
+
+@pytest.mark.model
+def test_transformers_server_errors_and_tokenize(smollm2: Any) -> None:
+    server, url = start_in_thread(smollm2, log_requests=False)
+    try:
+        r = _post(url, "/completions", prompt="word " * 9000, max_tokens=0, echo=True, logprobs=0)
+        assert r.status_code == 400 and "over the context window" in r.json()["error"]["message"]
+        r = _post(url, "/completions", prompt="", max_tokens=0, echo=True, logprobs=0)
+        assert r.status_code == 400 and "empty" in r.json()["error"]["message"]
+        body = _post(
+            url.removesuffix("/v1"), "/tokenize", prompt="Hello wörld", add_special_tokens=False
+        ).json()
+        assert body["tokens"] == smollm2.tokenizer("Hello wörld", add_special_tokens=False)["input_ids"]
+        assert body["count"] == len(body["tokens"]) and body["max_model_len"] == smollm2.info.context_window
+    finally:
+        server.close()
