@@ -22,9 +22,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from ragsense.data import load_wikieval  # noqa: E402
-from ragsense.consens import GroundingScorer  # noqa: E402
-from ragsense.models import ScoreRequest, load_model  # noqa: E402
+from ragsense.consens import GroundingScorer
+from ragsense.data import load_wikieval
+from ragsense.models import ScoreRequest, load_model
 
 
 def _rows(data: str | None, items: int) -> list[tuple[str, list[str], str]]:
@@ -68,7 +68,9 @@ def _raw_forward(model: Any, requests: list[ScoreRequest], *, with_full_logits: 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--items", type=int, default=20, help="WikiEval items (2 rows each)")
     parser.add_argument("--data", default=None)

@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh test
-# Two cores: one torch thread per test process keeps the machine from oversubscribing.
+# Two cores: threads x processes must stay at or below 2 (tests run in one process).
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 .venv/bin/ruff check src tests benchmarks
 .venv/bin/mypy

@@ -1,5 +1,7 @@
-"""Shared fixtures. Model tests load each bundled model once per session, with one torch thread
-per test process so a parallel process never oversubscribes the machine's two cores."""
+"""Shared fixtures. Model tests load each bundled model once per session.
+
+The fixtures leave torch's thread count alone: the test script (``scripts/test.sh``) sets it through
+``OMP_NUM_THREADS`` (default 2, the machine's two cores) before pytest starts."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-SHARED_DATA = Path(os.environ.get("RAGSENSE_DATA_DIR", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
+SHARED_DATA = Path(
+    os.environ.get("RAGSENSE_DATA_DIR", Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
+)
 
 
 @pytest.fixture(scope="session")

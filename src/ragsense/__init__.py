@@ -1,7 +1,7 @@
 """ragsense: does a RAG answer come from its context, is it likely correct, which document does it rest on.
 
 >>> import ragsense
->>> result = ragsense.consens(
+>>> result = ragsense.grounding(
 ...     "What is David Baker known for?",
 ...     ["David Baker is an American biochemist who designs proteins."],
 ...     "David Baker is a biochemist.",

@@ -10,9 +10,11 @@ from ragsense.cli import main
 
 pytestmark = pytest.mark.model
 
-GOOD = {"question": "What is David Baker known for?",
-        "contexts": ["David Baker is an American biochemist who designs proteins."],
-        "answer": "David Baker is a biochemist who designs proteins."}
+GOOD = {
+    "question": "What is David Baker known for?",
+    "contexts": ["David Baker is an American biochemist who designs proteins."],
+    "answer": "David Baker is a biochemist who designs proteins.",
+}
 
 
 def _rows(path: Path) -> list[dict]:  # type: ignore[type-arg]
@@ -34,7 +36,13 @@ def test_bad_rows_are_marked_and_the_batch_goes_on(tmp_path: Path) -> None:
         "{not json",
         json.dumps({**GOOD, "answer": ""}),
         json.dumps({**GOOD, "contexts": "a plain string where a list belongs"}),
-        json.dumps({"user_input": GOOD["question"], "retrieved_contexts": GOOD["contexts"], "response": GOOD["answer"]}),
+        json.dumps(
+            {
+                "user_input": GOOD["question"],
+                "retrieved_contexts": GOOD["contexts"],
+                "response": GOOD["answer"],
+            }
+        ),
         json.dumps({**GOOD, "question": None}),
     ]
     src.write_text("\n".join(lines) + "\n")
@@ -55,15 +63,21 @@ def test_bad_rows_are_marked_and_the_batch_goes_on(tmp_path: Path) -> None:
 
 def test_resume_continues_without_recomputing(tmp_path: Path) -> None:
     src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps({**GOOD, "id": f"r{i}", "answer": GOOD["answer"] + f" {i}"}) + "\n"
-                           for i in range(5)))
+    src.write_text(
+        "".join(
+            json.dumps({**GOOD, "id": f"r{i}", "answer": GOOD["answer"] + f" {i}"}) + "\n" for i in range(5)
+        )
+    )
     full = tmp_path / "full.jsonl"
     assert main(["grounding", str(src), "-o", str(full), "--chunk-size", "2", "--table", "never"]) == 0
     # Simulate a crash after the first chunk plus half a line of the second.
     part = tmp_path / "part.jsonl"
     lines = full.read_text().splitlines(keepends=True)
     part.write_text("".join(lines[:2]) + lines[2][:25])
-    assert main(["grounding", str(src), "-o", str(part), "--chunk-size", "2", "--resume", "--table", "never"]) == 0
+    assert (
+        main(["grounding", str(src), "-o", str(part), "--chunk-size", "2", "--resume", "--table", "never"])
+        == 0
+    )
     assert part.read_text() == full.read_text()
     with pytest.raises(SystemExit):
         main(["grounding", str(src), "--resume"])
@@ -74,7 +88,8 @@ def test_csv_input_and_attribution(tmp_path: Path, capsys: pytest.CaptureFixture
     src = tmp_path / "in.csv"
     src.write_text(
         "id,question,contexts,answer\n"
-        'a,What is David Baker known for?,"[""Bread is baked."", ""David Baker designs proteins."", ""Rivers flow.""]",'
+        "a,What is David Baker known for?,"
+        '"[""Bread is baked."", ""David Baker designs proteins."", ""Rivers flow.""]",'
         "David Baker designs proteins.\n"
     )
     out = tmp_path / "out.jsonl"

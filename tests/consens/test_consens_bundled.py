@@ -39,7 +39,9 @@ def test_scores_are_bit_identical_across_runs_and_batch_plans(smollm2) -> None: 
 
 def test_word_perplexity_sums_subword_tokens(smollm2) -> None:  # type: ignore[no-untyped-def]
     res = grounding(Q, [SCIENTIST], ANSWER, model=smollm2)
-    [score] = smollm2.score_sync([ScoreRequest(GroundingScorer(smollm2).template.render(Q, [SCIENTIST]), " " + ANSWER)])
+    [score] = smollm2.score_sync(
+        [ScoreRequest(GroundingScorer(smollm2).template.render(Q, [SCIENTIST]), " " + ANSWER)]
+    )
     # "biochemist" is three tokens in SmolLM2's vocabulary: " bi", "ochem", "ist".
     span = [i for i, (s, e) in enumerate(score.offsets) if 17 <= s < 28]
     assert len(span) == 3
@@ -73,7 +75,9 @@ def test_head_only_logprobs_match_the_full_forward_pass(gemma3, smollm2) -> None
 
     for model in (smollm2, gemma3):
         assert model._head_only_ok
-        req = ScoreRequest("Context: Zürich has 1,234.5 km² of naïve tram-lines.\nAnswer:", " Zürich's tram-lines.")
+        req = ScoreRequest(
+            "Context: Zürich has 1,234.5 km² of naïve tram-lines.\nAnswer:", " Zürich's tram-lines."
+        )
         [fast] = asyncio.run(model.score([req]))
         ids = model.tokenizer(req.prompt + req.continuation, return_tensors="pt")["input_ids"]
         with torch.inference_mode():

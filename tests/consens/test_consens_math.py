@@ -13,7 +13,9 @@ def _nll(ppls: tuple[float, ...]) -> list[float]:
 
 
 def test_paper_table1_first_row_is_0_91() -> None:
-    consens, r = consens_from_word_nll(_nll(TABLE1_EMPTY), _nll(TABLE1_DAVID_BAKER_SCIENTIST), Aggregation.ARITHMETIC)
+    consens, r = consens_from_word_nll(
+        _nll(TABLE1_EMPTY), _nll(TABLE1_DAVID_BAKER_SCIENTIST), Aggregation.ARITHMETIC
+    )
     assert round(consens, 2) == 0.91
     assert r == pytest.approx(math.log((sum(TABLE1_EMPTY) / 3) / (sum(TABLE1_DAVID_BAKER_SCIENTIST) / 3)))
 

@@ -4,13 +4,17 @@ import asyncio
 
 import pytest
 
-from ragsense.errors import InputError
 from ragsense.consens import GroundingScorer, PromptTemplate, grounding, grounding_batch
+from ragsense.errors import InputError
 from ragsense.models import load_model
 from ragsense.models._fake import FakeModel
 
 Q = "Who designed the bridge?"
-DOCS = ["The bridge was designed by engineer Maria Keller in 1931.", "Tulips bloom in spring.", "Rain fell all week."]
+DOCS = [
+    "The bridge was designed by engineer Maria Keller in 1931.",
+    "Tulips bloom in spring.",
+    "Rain fell all week.",
+]
 
 
 def test_grounded_answer_scores_higher_than_ungrounded() -> None:
@@ -66,7 +70,14 @@ def test_bad_rows_are_marked_and_good_rows_kept() -> None:
         model="fake",
     )
     kinds = [type(o).__name__ for o in out]
-    assert kinds == ["GroundingResult", "InputError", "InputError", "InputError", "GroundingResult", "InputError"]
+    assert kinds == [
+        "GroundingResult",
+        "InputError",
+        "InputError",
+        "InputError",
+        "GroundingResult",
+        "InputError",
+    ]
     assert out[0].consens == out[4].consens  # RAGAS column names read the same
     assert all(isinstance(o, InputError) and o.field for o in out[1:4])
     assert "row 5" in str(out[5]) and "answer" in str(out[5])
@@ -89,5 +100,7 @@ def test_answer_longer_than_window_is_an_input_error() -> None:
 def test_custom_template_must_have_fields() -> None:
     with pytest.raises(ValueError):
         PromptTemplate(template="no fields here")
-    res = grounding(Q, DOCS, "Maria Keller.", model="fake", template=PromptTemplate("C: {context}\nQ: {question}\nA:"))
+    res = grounding(
+        Q, DOCS, "Maria Keller.", model="fake", template=PromptTemplate("C: {context}\nQ: {question}\nA:")
+    )
     assert res.consens > 0

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragsense.embeddings import CachedEmbedder, MiniLMEmbedder, Vectors
 from ragsense.consens._similarity import answer_context_similarity, context_windows
+from ragsense.embeddings import CachedEmbedder, MiniLMEmbedder, Vectors
 
 CURIE = "Marie Curie discovered polonium and radium in 1898 together with her husband Pierre."
 FILLER = " ".join(

@@ -13,10 +13,15 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--model",
         default=DEFAULT_MODEL,
-        help=f"model name: smollm2-135m (default), gemma3-270m, transformers:PATH, openai:NAME (default: {DEFAULT_MODEL})",
+        help=(
+            "model name: smollm2-135m (default), gemma3-270m, transformers:PATH, openai:NAME "
+            f"(default: {DEFAULT_MODEL})"
+        ),
     )
     group.add_argument("--base-url", help="base URL of an OpenAI-compatible server, for --model openai:NAME")
-    group.add_argument("--device", default="auto", help="transformers backend: cpu, cuda, cuda:1, auto (default)")
+    group.add_argument(
+        "--device", default="auto", help="transformers backend: cpu, cuda, cuda:1, auto (default)"
+    )
     group.add_argument(
         "--threads",
         type=int,

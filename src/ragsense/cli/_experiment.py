@@ -14,7 +14,9 @@ def add_parser(sub: Any) -> None:
 
     parser = sub.add_parser("experiment", help="run a paper experiment on real data")
     parser.add_argument("name", choices=sorted(EXPERIMENTS), help="which experiment")
-    parser.add_argument("--data", help="dataset path (default: ../shared/data/<dataset> or RAGSENSE_DATA_DIR)")
+    parser.add_argument(
+        "--data", help="dataset path (default: ../shared/data/<dataset> or RAGSENSE_DATA_DIR)"
+    )
     parser.add_argument("--limit", type=int, default=None, help="use only the first N items (quick run)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="directory for per-item results (JSONL)")

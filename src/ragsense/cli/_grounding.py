@@ -11,9 +11,9 @@ from typing import Any
 
 from ragsense.cli._common import add_model_options, model_from_args
 from ragsense.cli._table import render_table
-from ragsense.data import RagRow, read_rows, sample_rows_path
 from ragsense.consens import DEFAULT_AGGREGATION, Aggregation, GroundingResult, GroundingScorer
 from ragsense.consens._api import run_sync
+from ragsense.data import RagRow, read_rows, sample_rows_path
 from ragsense.runner import run_batch
 
 # Verdict bands on the ConSens scale. ConSens is tanh(r/2) with r = ln(P_empty / P_context): 0.5 means
@@ -47,13 +47,20 @@ def add_parser(sub: Any) -> None:
         "--aggregation",
         choices=[a.value for a in Aggregation],
         default=DEFAULT_AGGREGATION.value,
-        help=f"how word perplexities are averaged (default: {DEFAULT_AGGREGATION.value}; both are in the output)",
+        help=(
+            f"how word perplexities are averaged (default: {DEFAULT_AGGREGATION.value}; "
+            "both are in the output)"
+        ),
     )
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run in --output")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     parser.add_argument("--chunk-size", type=int, default=16, help="rows per saved chunk (default 16)")
-    parser.add_argument("--table", choices=["auto", "always", "never"], default="auto",
-                        help="print a table of the scores (auto: for up to 50 rows)")
+    parser.add_argument(
+        "--table",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="print a table of the scores (auto: for up to 50 rows)",
+    )
     add_model_options(parser)
     parser.set_defaults(run=run)
 
@@ -78,9 +85,12 @@ def run(args: argparse.Namespace) -> int:
     scorer = GroundingScorer(model, aggregation=args.aggregation)
 
     def process(chunk: list[RagRow]) -> list[dict[str, Any] | Exception]:
-        results = run_sync(scorer.score([(r.question, r.contexts, r.answer) for r in chunk],
-                                        attribution=args.attribution))
-        return [res if isinstance(res, Exception) else _result_fields(res, model.info.name) for res in results]
+        results = run_sync(
+            scorer.score([(r.question, r.contexts, r.answer) for r in chunk], attribution=args.attribution)
+        )
+        return [
+            res if isinstance(res, Exception) else _result_fields(res, model.info.name) for res in results
+        ]
 
     with tempfile.TemporaryDirectory() as tmp:
         out_path = Path(args.output) if args.output else Path(tmp) / "out.jsonl"
@@ -116,12 +126,16 @@ def _table(records: list[dict[str, Any]], attribution: bool) -> str:
         answer = str(rec.get("answer", rec.get("response", "")))
         if "error" in rec:
             err = rec["error"]
-            rows.append([str(rec.get("id", rec["_row"])), question, answer, "-", "error: " + str(err.get("field"))]
-                        + (["-"] if attribution else []))
+            rows.append(
+                [str(rec.get("id", rec["_row"])), question, answer, "-", "error: " + str(err.get("field"))]
+                + (["-"] if attribution else [])
+            )
             continue
         top = rec.get("top_document")
-        rows.append([str(rec.get("id", rec["_row"])), question, answer, f"{rec['consens']:+.2f}", rec["verdict"]]
-                    + ([str(top) if top is not None else "-"] if attribution else []))
+        rows.append(
+            [str(rec.get("id", rec["_row"])), question, answer, f"{rec['consens']:+.2f}", rec["verdict"]]
+            + ([str(top) if top is not None else "-"] if attribution else [])
+        )
     return render_table(headers, rows, widths)
 
 
@@ -131,7 +145,9 @@ def _print_summary(records: list[dict[str, Any]], summary: Any, output: str | No
     mean = sum(r["consens"] for r in ok) / len(ok) if ok else float("nan")
     parts = [str(summary)]
     if ok:
-        parts.append(f"mean ConSens {mean:+.3f}; " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())))
+        parts.append(
+            f"mean ConSens {mean:+.3f}; " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
+        )
     if output:
         parts.append(f"written to {output}")
     print("\n" + "\n".join(parts), file=sys.stderr)

@@ -23,6 +23,7 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]], widths: 
     ---  ---
     x    y
     """
+
     def line(cells: Sequence[str]) -> str:
         return "  ".join(shorten(c, w).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
 

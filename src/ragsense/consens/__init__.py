@@ -6,7 +6,6 @@ True
 """
 
 from ragsense.consens._api import get_model, grounding, grounding_batch, score_rows
-from ragsense.consens._similarity import answer_context_similarity
 from ragsense.consens._math import (
     Aggregation,
     consens_from_log_ppl,
@@ -21,6 +20,7 @@ from ragsense.consens._scorer import (
     GroundingScorer,
     WordDetail,
 )
+from ragsense.consens._similarity import answer_context_similarity
 
 __all__ = [
     "DEFAULT_AGGREGATION",

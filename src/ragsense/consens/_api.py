@@ -7,11 +7,11 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ragsense.data import RagRow, RowError, parse_rows
-from ragsense.errors import InputError
 from ragsense.consens._math import Aggregation
 from ragsense.consens._prompt import PromptTemplate
 from ragsense.consens._scorer import DEFAULT_AGGREGATION, GroundingResult, GroundingScorer
+from ragsense.data import RagRow, RowError, parse_rows
+from ragsense.errors import InputError
 from ragsense.models import DEFAULT_MODEL, LanguageModel, load_model
 
 T = TypeVar("T")
@@ -127,11 +127,15 @@ async def score_rows(
     for start in range(0, len(rows), batch_size):
         batch = rows[start : start + batch_size]
         good = [r for r in batch if isinstance(r, RagRow)]
-        scored = iter(await scorer.score([(r.question, r.contexts, r.answer) for r in good], attribution=attribution))
+        scored = iter(
+            await scorer.score([(r.question, r.contexts, r.answer) for r in good], attribution=attribution)
+        )
         for r in batch:
             if isinstance(r, InputError):
                 out.append(r)
                 continue
             res = next(scored)
-            out.append(InputError(res.reason, row=r.id, field=res.field) if isinstance(res, InputError) else res)
+            out.append(
+                InputError(res.reason, row=r.id, field=res.field) if isinstance(res, InputError) else res
+            )
     return out

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from enum import Enum
 
 
-class Aggregation(str, Enum):
+# Not StrEnum: that would change str(Aggregation.ARITHMETIC) from "Aggregation.ARITHMETIC" to "arithmetic".
+class Aggregation(str, Enum):  # noqa: UP042
     """How word perplexities are averaged into the text perplexity P."""
 
     ARITHMETIC = "arithmetic"  # the paper's formula: mean of the word perplexities

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ragsense.errors import InputError
 from ragsense.consens._math import Aggregation, consens_from_word_nll, log_mean_perplexity, safe_exp
 from ragsense.consens._prompt import PromptTemplate
+from ragsense.errors import InputError
 from ragsense.models import ContinuationScore, LanguageModel, ScoreRequest, SupportsLogprobs, require
 from ragsense.text import align_tokens_to_words, content_words, word_logprob_sums
 
@@ -113,7 +113,9 @@ class GroundingScorer:
         aggregation: Aggregation | str = DEFAULT_AGGREGATION,
         cache_size: int = 4096,
     ) -> None:
-        self.model = require(model, SupportsLogprobs, "ConSens")
+        # mypy rejects a Protocol where type[T] is expected (python/mypy#4717); require() only
+        # uses it with isinstance, which a runtime_checkable Protocol supports.
+        self.model = require(model, SupportsLogprobs, "ConSens")  # type: ignore[type-abstract]
         self.template = template or PromptTemplate()
         self.aggregation = Aggregation(aggregation)
         self._empty_cache: OrderedDict[ScoreRequest, ContinuationScore] = OrderedDict()
@@ -179,7 +181,10 @@ class GroundingScorer:
                 rest = self.template.join(documents[:k] + documents[k + 1 :])
                 rest_fit, rest_dropped = self._fit(rest, budget)
                 plan.leave_one_out.append(
-                    (ScoreRequest(self.template.render_context(question, rest_fit), continuation), rest_dropped > 0)
+                    (
+                        ScoreRequest(self.template.render_context(question, rest_fit), continuation),
+                        rest_dropped > 0,
+                    )
                 )
         return plan
 
@@ -255,13 +260,17 @@ class GroundingScorer:
             attribution = []
             for k, (req, truncated) in enumerate(plan.leave_one_out):
                 nll_without = self._word_nll(plan, scored[req])
-                without = {agg.value: consens_from_word_nll(nll_empty, nll_without, agg)[0] for agg in Aggregation}
+                without = {
+                    agg.value: consens_from_word_nll(nll_empty, nll_without, agg)[0] for agg in Aggregation
+                }
                 own = without[self.aggregation.value]
                 attribution.append(DocumentAttribution(k, own, consens - own, without, truncated))
             top = min(attribution, key=lambda a: (a.consens_without, a.index)).index
         notes = []
         if plan.truncated:
-            notes.append(f"context truncated: {plan.dropped_tokens} tokens dropped from its end to fit the window")
+            notes.append(
+                f"context truncated: {plan.dropped_tokens} tokens dropped from its end to fit the window"
+            )
         if plan.selection.fallback == "all_words":
             notes.append("no content word left after filtering; scored all words of the answer")
         result = GroundingResult(

@@ -17,13 +17,13 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ragsense.consens import Aggregation, GroundingResult, GroundingScorer
+from ragsense.consens._api import run_sync
+from ragsense.consens._similarity import answer_context_similarity
 from ragsense.data import PubMedQAItem, load_pubmedqa, load_wikieval
 from ragsense.embeddings import load_embedder
 from ragsense.errors import InputError
 from ragsense.experiments._stats import hdi, roc_auc
-from ragsense.consens import Aggregation, GroundingResult, GroundingScorer
-from ragsense.consens._api import run_sync
-from ragsense.consens._similarity import answer_context_similarity
 from ragsense.models import LanguageModel
 from ragsense.rag import InMemoryVectorIndex
 
@@ -31,7 +31,9 @@ Row = tuple[str, Sequence[str], str]
 _BATCH = 16
 
 
-def _score_all(scorer: GroundingScorer, rows: list[Row], *, attribution: bool, desc: str) -> list[GroundingResult]:
+def _score_all(
+    scorer: GroundingScorer, rows: list[Row], *, attribution: bool, desc: str
+) -> list[GroundingResult]:
     results: list[GroundingResult] = []
     bar = tqdm(total=len(rows), desc=desc, unit="row", file=sys.stderr, disable=not sys.stderr.isatty())
     for start in range(0, len(rows), _BATCH):
@@ -92,7 +94,12 @@ def _header(model: LanguageModel, scorer: GroundingScorer, started: float) -> di
 
 
 def consens_wikieval(
-    *, model: LanguageModel, data: str | None = None, limit: int | None = None, seed: int = 0, out: str | None = None
+    *,
+    model: LanguageModel,
+    data: str | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    out: str | None = None,
 ) -> dict[str, Any]:
     """Experiment 1: grounded vs ungrounded WikiEval answers, each scored against ``context_v1``."""
     started = time.perf_counter()
@@ -108,11 +115,20 @@ def consens_wikieval(
     sims = answer_context_similarity(
         [r[2] for r in rows], ["\n\n".join(r[1]) for r in rows], load_embedder("minilm", cache=True)
     )
-    _write(out, "consens-wikieval", [
-        {"id": it.id, "grounded": g.to_dict(), "ungrounded": u.to_dict(),
-         "similarity_grounded": sims[2 * i], "similarity_ungrounded": sims[2 * i + 1]}
-        for i, (it, (g, u)) in enumerate(zip(items, pairs, strict=True))
-    ])
+    _write(
+        out,
+        "consens-wikieval",
+        [
+            {
+                "id": it.id,
+                "grounded": g.to_dict(),
+                "ungrounded": u.to_dict(),
+                "similarity_grounded": sims[2 * i],
+                "similarity_ungrounded": sims[2 * i + 1],
+            }
+            for i, (it, (g, u)) in enumerate(zip(items, pairs, strict=True))
+        ],
+    )
     return {
         "experiment": "consens-wikieval",
         "n": len(items),
@@ -120,7 +136,12 @@ def consens_wikieval(
         **{f"auroc_{agg}": v["auroc"] for agg, v in by_agg.items()},
         "by_aggregation": by_agg,
         "baseline_similarity_auroc": round(roc_auc(sims[0::2], sims[1::2]), 4),
-        "paper": {"auroc": 0.92, "grounded_mean": 0.83, "ungrounded_mean": -0.34, "baseline_similarity_auroc": 0.62},
+        "paper": {
+            "auroc": 0.92,
+            "grounded_mean": 0.83,
+            "ungrounded_mean": -0.34,
+            "baseline_similarity_auroc": 0.62,
+        },
         **_header(model, scorer, started),
     }
 
@@ -144,7 +165,12 @@ def partial_context(item: PubMedQAItem) -> list[str] | None:
 
 
 def consens_pubmedqa_partial(
-    *, model: LanguageModel, data: str | None = None, limit: int | None = None, seed: int = 0, out: str | None = None
+    *,
+    model: LanguageModel,
+    data: str | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    out: str | None = None,
 ) -> dict[str, Any]:
     """Experiment 2: the same answer scored with the full abstract vs the abstract minus its results."""
     started = time.perf_counter()
@@ -161,10 +187,14 @@ def consens_pubmedqa_partial(
     sims = answer_context_similarity(
         [r[2] for r in rows], ["\n\n".join(r[1]) for r in rows], load_embedder("minilm", cache=True)
     )
-    _write(out, "consens-pubmedqa-partial", [
-        {"pmid": it.pmid, "full": f.to_dict(), "partial": p.to_dict()}
-        for (it, _), (f, p) in zip(usable, pairs, strict=True)
-    ])
+    _write(
+        out,
+        "consens-pubmedqa-partial",
+        [
+            {"pmid": it.pmid, "full": f.to_dict(), "partial": p.to_dict()}
+            for (it, _), (f, p) in zip(usable, pairs, strict=True)
+        ],
+    )
     return {
         "experiment": "consens-pubmedqa-partial",
         "n": len(usable),
@@ -180,7 +210,12 @@ def consens_pubmedqa_partial(
 
 
 def consens_pubmedqa_attribution(
-    *, model: LanguageModel, data: str | None = None, limit: int | None = None, seed: int = 0, out: str | None = None
+    *,
+    model: LanguageModel,
+    data: str | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    out: str | None = None,
 ) -> dict[str, Any]:
     """Experiment 3: retrieve 3 abstracts (MiniLM, exact cosine over all 1,000), leave each one out.
 
@@ -203,13 +238,15 @@ def consens_pubmedqa_attribution(
         if qi in ids:
             plans.append((item, ids, ids.index(qi)))
     scorer = GroundingScorer(model)
-    rows: list[Row] = [(it.question, [index.documents[i] for i in ids], it.long_answer) for it, ids, _ in plans]
+    rows: list[Row] = [
+        (it.question, [index.documents[i] for i in ids], it.long_answer) for it, ids, _ in plans
+    ]
     res = _score_all(scorer, rows, attribution=True, desc="pubmedqa-attribution")
     figures: dict[str, Any] = {}
     for agg in Aggregation:
         rescored = [_loo_scores(r, agg) for r in res]
         correct = [pos for _, _, pos in plans]
-        top1 = sum(min(range(3), key=lambda k, s=s: (s[k], k)) == c for s, c in zip(rescored, correct, strict=True))
+        top1 = sum(_argmin(s) == c for s, c in zip(rescored, correct, strict=True))
         with_right = [min(s[k] for k in range(3) if k != c) for s, c in zip(rescored, correct, strict=True)]
         without_right = [s[c] for s, c in zip(rescored, correct, strict=True)]
         figures[agg.value] = {
@@ -218,15 +255,26 @@ def consens_pubmedqa_attribution(
         }
     # Baseline: similarity of the answer to each leave-one-out context.
     loo_texts = [["\n\n".join(d for j, d in enumerate(r[1]) if j != k) for k in range(3)] for r in rows]
-    sims = answer_context_similarity([r[2] for r in rows for _ in range(3)], [t for ts in loo_texts for t in ts], embedder)
+    sims = answer_context_similarity(
+        [r[2] for r in rows for _ in range(3)], [t for ts in loo_texts for t in ts], embedder
+    )
     sim3 = [sims[3 * i : 3 * i + 3] for i in range(len(rows))]
-    base_top1 = sum(min(range(3), key=lambda k, s=s: (s[k], k)) == c for s, (_, _, c) in zip(sim3, plans, strict=True))
+    base_top1 = sum(_argmin(s) == c for s, (_, _, c) in zip(sim3, plans, strict=True))
     base_with = [min(s[k] for k in range(3) if k != c) for s, (_, _, c) in zip(sim3, plans, strict=True)]
     base_without = [s[c] for s, (_, _, c) in zip(sim3, plans, strict=True)]
-    _write(out, "consens-pubmedqa-attribution", [
-        {"pmid": it.pmid, "retrieved": [corpus[i].pmid for i in ids], "correct_position": c, "result": r.to_dict()}
-        for (it, ids, c), r in zip(plans, res, strict=True)
-    ])
+    _write(
+        out,
+        "consens-pubmedqa-attribution",
+        [
+            {
+                "pmid": it.pmid,
+                "retrieved": [corpus[i].pmid for i in ids],
+                "correct_position": c,
+                "result": r.to_dict(),
+            }
+            for (it, ids, c), r in zip(plans, res, strict=True)
+        ],
+    )
     default = figures[scorer.aggregation.value]
     return {
         "experiment": "consens-pubmedqa-attribution",
@@ -241,9 +289,23 @@ def consens_pubmedqa_attribution(
         "truncated_rows": sum(r.truncated for r in res),
         "baseline_similarity_top1_accuracy": round(base_top1 / len(plans), 4),
         "baseline_similarity_auroc": round(roc_auc(base_with, base_without), 4),
-        "paper": {"retrieval_hit_rate": 0.8821, "top1_accuracy": 0.8943, "auroc": 0.88, "baseline_similarity_auroc": 0.76},
+        "paper": {
+            "retrieval_hit_rate": 0.8821,
+            "top1_accuracy": 0.8943,
+            "auroc": 0.88,
+            "baseline_similarity_auroc": 0.76,
+        },
         **_header(model, scorer, started),
     }
+
+
+def _argmin(values: Sequence[float]) -> int:
+    """Index of the smallest value (the lowest index on ties)."""
+    best = 0
+    for i in range(1, len(values)):
+        if (values[i], i) < (values[best], best):
+            best = i
+    return best
 
 
 def _loo_scores(result: GroundingResult, agg: Aggregation) -> list[float]:

@@ -112,7 +112,7 @@ def _convert(spec: BundledModel, work: Path) -> None:
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     # The GGUF loader marks the model as quantized, which blocks save_pretrained; the weights are
     # already de-quantized to float32, so dropping the marker is safe.
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]  # nn.Module.__setattr__ is typed Tensor | Module
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     out = work / "out"

@@ -31,7 +31,9 @@ class FakeModel:
     """Deterministic stand-in implementing every capability."""
 
     def __init__(self, name: str = "fake", context_window: int = 4096) -> None:
-        self._info = ModelInfo(name=name, backend="fake", context_window=context_window, fingerprint=f"fake:{name}")
+        self._info = ModelInfo(
+            name=name, backend="fake", context_window=context_window, fingerprint=f"fake:{name}"
+        )
         self.calls: list[int] = []  # batch sizes seen by score(), for tests of batching
 
     @property

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,8 +42,11 @@ def _import_torch() -> Any:
         import torch
         import transformers
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise BackendUnavailableError(f"the transformers backend needs torch and transformers: {_INSTALL_HINT}") from exc
-    transformers.logging.set_verbosity_error()
+        raise BackendUnavailableError(
+            f"the transformers backend needs torch and transformers: {_INSTALL_HINT}"
+        ) from exc
+    # set_verbosity_error() is unannotated; this is what it does.
+    transformers.logging.set_verbosity(logging.ERROR)
     return torch
 
 
@@ -203,7 +207,9 @@ class TransformersModel:
                 )
         return [o for o in out if o is not None]
 
-    def _continuation_logprobs(self, ids: torch.Tensor, mask: torch.Tensor, items: list[_Encoded]) -> list[list[float]]:
+    def _continuation_logprobs(
+        self, ids: torch.Tensor, mask: torch.Tensor, items: list[_Encoded]
+    ) -> list[list[float]]:
         torch = self._torch
         ids = ids.to(self._device)
         mask = mask.to(self._device)
@@ -221,7 +227,8 @@ class TransformersModel:
             for start in range(0, rows.shape[0], _HEAD_CHUNK):
                 chunk = rows[start : start + _HEAD_CHUNK]
                 logits = (logits_fn(chunk) if logits_fn else chunk).float()
-                lp = logits.gather(1, targets[start : start + _HEAD_CHUNK, None])[:, 0] - torch.logsumexp(logits, dim=-1)
+                target = targets[start : start + _HEAD_CHUNK, None]
+                lp = logits.gather(1, target)[:, 0] - torch.logsumexp(logits, dim=-1)
                 picked.append(lp)
             flat = torch.cat(picked).cpu().tolist()
         result: list[list[float]] = []
@@ -233,7 +240,7 @@ class TransformersModel:
         return result
 
     def _head(self, hidden: torch.Tensor) -> torch.Tensor:
-        logits = self._model.get_output_embeddings()(hidden)
+        logits: torch.Tensor = self._model.get_output_embeddings()(hidden)
         if self._softcap:
             logits = self._torch.tanh(logits / self._softcap) * self._softcap
         return logits
@@ -241,7 +248,8 @@ class TransformersModel:
     def _check_head_shortcut(self) -> bool:
         """Check once that body + head reproduces the model's own logits (guards odd architectures)."""
         torch = self._torch
-        probe = self._tokenizer("The quick brown fox jumps over the lazy dog.", return_tensors="pt")["input_ids"]
+        encoded = self._tokenizer("The quick brown fox jumps over the lazy dog.", return_tensors="pt")
+        probe = encoded["input_ids"]
         probe = probe.to(self._device)
         try:
             with torch.inference_mode():
@@ -353,8 +361,10 @@ def create_transformers_model(
             f"cannot load {model_id!r} with transformers: not a local model directory and not in the "
             f"local Hugging Face cache (ragsense never downloads at run time): {exc}"
         ) from exc
-    model.to(device)
-    model.eval()
+    # transformers wraps PreTrainedModel.to with functools.wraps, which mypy reads as an unbound
+    # function (self = the first argument), and leaves eval() unannotated.
+    model.to(device)  # type: ignore[arg-type]
+    model.eval()  # type: ignore[no-untyped-call]
     if max_batch_size is None:
         max_batch_size = 1 if device == "cpu" else 32
     fingerprint = _fingerprint(path, label) if path.exists() else label

@@ -43,7 +43,9 @@ class InMemoryVectorIndex:
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         if not 1 <= k <= len(self.documents):
-            raise ValueError(f"k must be between 1 and the number of documents ({len(self.documents)}), got {k}")
+            raise ValueError(
+                f"k must be between 1 and the number of documents ({len(self.documents)}), got {k}"
+            )
         q = np.asarray(self.embedder.embed(list(queries)), dtype=np.float32)
         sims = q @ self._vectors.T
         out = []
