@@ -102,3 +102,28 @@ def test_csv_input_and_attribution(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_unknown_model_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["grounding", "--sample", "--model", "no-such-model"]) == 2
     assert "unknown model 'no-such-model'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("port", [9])
+def test_unreachable_server_marks_rows_and_exits_non_zero(tmp_path: Path, port: int) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(GOOD) + "\n" + json.dumps({**GOOD, "id": "second"}) + "\n")
+    out = tmp_path / "out.jsonl"
+    code = main(
+        [
+            "grounding",
+            str(src),
+            "-o",
+            str(out),
+            "--table",
+            "never",
+            "--model",
+            "openai:smol",
+            "--base-url",
+            f"http://127.0.0.1:{port}/v1",
+        ]
+    )
+    assert code == 1
+    rows = _rows(out)
+    assert len(rows) == 2
+    assert all("cannot reach the server at http://127.0.0.1:9/v1" in r["error"]["message"] for r in rows)

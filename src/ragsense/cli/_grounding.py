@@ -119,7 +119,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def _table(records: list[dict[str, Any]], attribution: bool) -> str:
     headers = ["id", "question", "answer", "consens", "verdict"] + (["top doc"] if attribution else [])
-    widths = [8, 38, 44, 7, 10] + ([7] if attribution else [])
+    widths = [8, 38, 44, 7, 16] + ([7] if attribution else [])
     rows = []
     for rec in records:
         question = str(rec.get("question", rec.get("user_input", "")))
@@ -127,7 +127,13 @@ def _table(records: list[dict[str, Any]], attribution: bool) -> str:
         if "error" in rec:
             err = rec["error"]
             rows.append(
-                [str(rec.get("id", rec["_row"])), question, answer, "-", "error: " + str(err.get("field"))]
+                [
+                    str(rec.get("id", rec["_row"])),
+                    question,
+                    answer,
+                    "-",
+                    "error: " + (err.get("field") or "model"),
+                ]
                 + (["-"] if attribution else [])
             )
             continue

@@ -1,0 +1,86 @@
+"""The ConSens experiments end to end on small real slices of the shared data.
+
+The fake model keeps these fast; the figures with the bundled models are produced by the commands in
+docs/results.md (and the `slow` test below checks the default model's WikiEval target).
+"""
+
+import json
+
+import pytest
+
+from ragsense.cli import main
+from ragsense.data import load_pubmedqa
+from ragsense.experiments import EXPERIMENTS
+from ragsense.experiments._consens import _is_results, partial_context
+from ragsense.models import load_model
+
+
+def test_wikieval_experiment_reports_both_aggregations_and_the_baseline(shared_data, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    figures = EXPERIMENTS["consens-wikieval"](
+        model=load_model("fake"), data=str(shared_data / "wikieval"), limit=6, seed=0, out=str(tmp_path)
+    )
+    assert figures["n"] == 6
+    assert set(figures["by_aggregation"]) == {"arithmetic", "geometric"}
+    assert 0.0 <= figures["auroc"] <= 1.0 and 0.0 <= figures["baseline_similarity_auroc"] <= 1.0
+    assert figures["auroc"] == figures[f"auroc_{figures['default_aggregation']}"]
+    lo, hi = figures["by_aggregation"]["geometric"]["positive"]["hdi90"]
+    assert lo <= figures["by_aggregation"]["geometric"]["positive"]["mean"] <= hi
+    lines = (tmp_path / "consens-wikieval.jsonl").read_text().splitlines()
+    assert len(lines) == 6 and "grounded" in json.loads(lines[0])
+
+
+def test_partial_context_drops_only_the_results_sections(shared_data) -> None:  # type: ignore[no-untyped-def]
+    items = load_pubmedqa(shared_data / "pubmedqa")
+    for item in items[:50]:
+        partial = partial_context(item)
+        results = [c for c, label in zip(item.contexts, item.labels, strict=True) if _is_results(label)]
+        if partial is None:
+            continue
+        assert results and not set(results) & set(partial)
+        assert len(partial) + len(results) <= len(item.contexts)
+
+
+def test_attribution_experiment_runs_and_counts_retrieval_hits(shared_data, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    figures = EXPERIMENTS["consens-pubmedqa-attribution"](
+        model=load_model("fake"), data=str(shared_data / "pubmedqa"), limit=5, seed=0, out=None
+    )
+    assert figures["n_queries"] == 5 and 0 < figures["n"] <= 5
+    assert figures["retrieval_hit_rate"] == round(figures["n"] / 5, 4)
+    assert 0.0 <= figures["top1_accuracy"] <= 1.0
+    assert 0.0 <= figures["baseline_similarity_top1_accuracy"] <= 1.0
+
+
+def test_cli_prints_one_json_object_last(shared_data, capsys) -> None:  # type: ignore[no-untyped-def]
+    code = main(["experiment", "consens-pubmedqa-partial", "--model", "fake", "--limit", "4",
+                 "--data", str(shared_data / "pubmedqa")])
+    assert code == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    figures = json.loads(last)
+    assert figures["experiment"] == "consens-pubmedqa-partial" and "auroc" in figures
+
+
+@pytest.mark.slow
+def test_wikieval_target_with_the_default_model(shared_data) -> None:  # type: ignore[no-untyped-def]
+    from ragsense.consens import get_model
+
+    figures = EXPERIMENTS["consens-wikieval"](
+        model=get_model("smollm2-135m"), data=str(shared_data / "wikieval"), limit=None, seed=0, out=None
+    )
+    assert figures["auroc"] >= 0.88
+
+
+def test_sentence_variant_drops_two_consecutive_sentences_with_answer_words(shared_data) -> None:  # type: ignore[no-untyped-def]
+    from ragsense.experiments._consens import _sentences, partial_context_sentences
+
+    made = 0
+    for item in load_pubmedqa(shared_data / "pubmedqa")[:30]:
+        partial = partial_context_sentences(item)
+        if partial is None:  # no section has two sentences sharing a word with the answer
+            continue
+        made += 1
+        full = [s for c in item.contexts for s in _sentences(c)]
+        kept = [s for c in partial for s in _sentences(c)]
+        assert len(full) - len(kept) == 2
+        start = next(i for i in range(len(full)) if i >= len(kept) or full[i] != kept[i])
+        assert full[:start] + full[start + 2 :] == kept  # two neighbours, nothing else
+    assert made >= 25
