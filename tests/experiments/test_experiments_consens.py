@@ -51,8 +51,18 @@ def test_attribution_experiment_runs_and_counts_retrieval_hits(shared_data, tmp_
 
 
 def test_cli_prints_one_json_object_last(shared_data, capsys) -> None:  # type: ignore[no-untyped-def]
-    code = main(["experiment", "consens-pubmedqa-partial", "--model", "fake", "--limit", "4",
-                 "--data", str(shared_data / "pubmedqa")])
+    code = main(
+        [
+            "experiment",
+            "consens-pubmedqa-partial",
+            "--model",
+            "fake",
+            "--limit",
+            "4",
+            "--data",
+            str(shared_data / "pubmedqa"),
+        ]
+    )
     assert code == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     figures = json.loads(last)

@@ -23,7 +23,7 @@ from ragsense.consens._math import Aggregation, consens_from_word_nll, log_mean_
 from ragsense.consens._prompt import PromptTemplate
 from ragsense.errors import InputError
 from ragsense.models import ContinuationScore, LanguageModel, ScoreRequest, SupportsLogprobs, require
-from ragsense.text import align_tokens_to_words, content_words, word_logprob_sums
+from ragsense.text import align_tokens_to_words, content_words
 
 # Aggregation used for `consens` unless the caller picks one. Chosen from the experiments across
 # WikiEval and PubMedQA (docs/results.md, "Choosing the aggregation").
@@ -226,18 +226,31 @@ class GroundingScorer:
             self._empty_cache.popitem(last=False)
 
     # -- scoring -------------------------------------------------------------------------------
-    def _word_nll(self, plan: _Plan, score: ContinuationScore) -> list[float]:
+    @staticmethod
+    def _kept_tokens(plan: _Plan, score: ContinuationScore) -> list[list[int]]:
         alignment = align_tokens_to_words(plan.selection.words, score.offsets)
-        kept = [alignment[i] for i in plan.selection.kept_indices]
-        return [-x for x in word_logprob_sums(score.logprobs, kept, plan.selection.kept)]
+        return [alignment[i] for i in plan.selection.kept_indices]
 
     def _result(
         self, plan: _Plan, empty: ContinuationScore, scored: dict[ScoreRequest, ContinuationScore]
     ) -> GroundingResult:
         if not plan.selection.kept:
             raise ValueError("the answer has no words to score (only punctuation or symbols)")
-        nll_empty = self._word_nll(plan, empty)
-        nll_full = self._word_nll(plan, scored[plan.full])
+        conditions = [empty, scored[plan.full]] + [scored[req] for req, _ in plan.leave_one_out]
+        alignments = [self._kept_tokens(plan, score) for score in conditions]
+        # A word can own no token when a token spans two words ("06:30" as one token for the words
+        # "06" and "30"): the token goes to the first word only, so the second cannot be scored on its
+        # own. Such words are left out in every condition alike, and the row says so.
+        usable = [k for k in range(len(plan.selection.kept)) if all(a[k] for a in alignments)]
+        if not usable:
+            raise ValueError("no answer word could be aligned to its own token")
+
+        def nll(score: ContinuationScore, alignment: list[list[int]]) -> list[float]:
+            return [-math.fsum(score.logprobs[t] for t in alignment[k]) for k in usable]
+
+        nll_empty = nll(empty, alignments[0])
+        nll_full = nll(scored[plan.full], alignments[1])
+        loo_nll = [nll(score, a) for score, a in zip(conditions[2:], alignments[2:], strict=True)]
         by_agg = {agg.value: consens_from_word_nll(nll_empty, nll_full, agg) for agg in Aggregation}
         consens, r = by_agg[self.aggregation.value]
         log_p_empty = log_mean_perplexity(nll_empty, self.aggregation)
@@ -252,14 +265,13 @@ class GroundingScorer:
                 nll_context=c,
                 nll_empty=e,
             )
-            for w, c, e in zip(plan.selection.kept, nll_full, nll_empty, strict=True)
+            for w, c, e in zip([plan.selection.kept[k] for k in usable], nll_full, nll_empty, strict=True)
         ]
         attribution = None
         top = None
         if plan.leave_one_out:
             attribution = []
-            for k, (req, truncated) in enumerate(plan.leave_one_out):
-                nll_without = self._word_nll(plan, scored[req])
+            for k, ((_, truncated), nll_without) in enumerate(zip(plan.leave_one_out, loo_nll, strict=True)):
                 without = {
                     agg.value: consens_from_word_nll(nll_empty, nll_without, agg)[0] for agg in Aggregation
                 }
@@ -270,6 +282,11 @@ class GroundingScorer:
         if plan.truncated:
             notes.append(
                 f"context truncated: {plan.dropped_tokens} tokens dropped from its end to fit the window"
+            )
+        if len(usable) < len(plan.selection.kept):
+            notes.append(
+                f"{len(plan.selection.kept) - len(usable)} word(s) share a token with a neighbour"
+                " and were not scored"
             )
         if plan.selection.fallback == "all_words":
             notes.append("no content word left after filtering; scored all words of the answer")
