@@ -94,3 +94,16 @@ def test_sentence_variant_drops_two_consecutive_sentences_with_answer_words(shar
         start = next(i for i in range(len(full)) if i >= len(kept) or full[i] != kept[i])
         assert full[:start] + full[start + 2 :] == kept  # two neighbours, nothing else
     assert made >= 25
+
+
+@pytest.mark.model
+def test_wikieval_first_items_with_the_default_model(shared_data) -> None:  # type: ignore[no-untyped-def]
+    """A two-minute slice of Experiment 1 in the default suite (full run: 0.935, docs/results.md)."""
+    from ragsense.consens import get_model
+
+    figures = EXPERIMENTS["consens-wikieval"](
+        model=get_model("smollm2-135m"), data=str(shared_data / "wikieval"), limit=12, seed=0, out=None
+    )
+    assert figures["n"] == 12
+    assert figures["auroc_geometric"] >= 0.85  # measured 0.924 on these 12 pairs
+    assert figures["by_aggregation"]["geometric"]["share_positive_higher"] >= 0.9

@@ -47,6 +47,8 @@ def _import_torch() -> Any:
         ) from exc
     # set_verbosity_error() is unannotated; this is what it does.
     transformers.logging.set_verbosity(logging.ERROR)
+    # A progress bar for a sub-second weight load is noise in a CLI table.
+    transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     return torch
 
 
