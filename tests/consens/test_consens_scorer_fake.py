@@ -21,7 +21,8 @@ def test_grounded_answer_scores_higher_than_ungrounded() -> None:
     good = grounding(Q, DOCS, "Engineer Maria Keller designed it in 1931.", model="fake")
     bad = grounding(Q, DOCS, "Gustave Eiffel designed it in 1889.", model="fake")
     assert good.consens > 0.5 > bad.consens
-    assert [w.word for w in good.words] == ["Engineer", "Maria", "Keller", "designed", "1931"] or good.words
+    # "designed" is a question word and "it"/"in" are closed-class: only the new content is scored.
+    assert [w.word for w in good.words] == ["Engineer", "Maria", "Keller", "1931"]
 
 
 def test_question_and_closed_class_words_are_not_scored() -> None:

@@ -23,7 +23,7 @@ from ragsense.consens._math import Aggregation, consens_from_word_nll, log_mean_
 from ragsense.consens._prompt import PromptTemplate
 from ragsense.errors import InputError
 from ragsense.models import ContinuationScore, LanguageModel, ScoreRequest, SupportsLogprobs, require
-from ragsense.text import align_tokens_to_words, content_words
+from ragsense.text import ContentSelection, align_tokens_to_words, content_words, word_logprob_sums
 
 # Aggregation used for `consens` unless the caller picks one. Chosen from the experiments across
 # WikiEval and PubMedQA (docs/results.md, "Choosing the aggregation").
@@ -83,8 +83,7 @@ class GroundingResult:
 class _Plan:
     """The prompts of one row and where their scores land."""
 
-    continuation: str
-    selection: Any
+    selection: ContentSelection
     empty: ScoreRequest
     full: ScoreRequest
     truncated: bool
@@ -175,7 +174,7 @@ class GroundingScorer:
         budget = self._context_budget(question, continuation)
         context, dropped = self._fit(self.template.join(documents), budget)
         full = ScoreRequest(self.template.render_context(question, context), continuation)
-        plan = _Plan(continuation, selection, empty, full, dropped > 0, dropped)
+        plan = _Plan(selection, empty, full, dropped > 0, dropped)
         if attribution and len(documents) > 1:
             for k in range(len(documents)):
                 rest = self.template.join(documents[:k] + documents[k + 1 :])
@@ -246,7 +245,7 @@ class GroundingScorer:
             raise ValueError("no answer word could be aligned to its own token")
 
         def nll(score: ContinuationScore, alignment: list[list[int]]) -> list[float]:
-            return [-math.fsum(score.logprobs[t] for t in alignment[k]) for k in usable]
+            return [-x for x in word_logprob_sums(score.logprobs, [alignment[k] for k in usable])]
 
         nll_empty = nll(empty, alignments[0])
         nll_full = nll(scored[plan.full], alignments[1])

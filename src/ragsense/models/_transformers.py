@@ -12,7 +12,6 @@ Speed notes (why the code looks the way it does):
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 from collections.abc import Sequence
@@ -379,7 +378,3 @@ def create_transformers_model(
         max_batch_size=max_batch_size,
         context_window=context_window,
     )
-
-
-def describe(model: TransformersModel) -> str:
-    return json.dumps({"name": model.info.name, **model.info.extra})
