@@ -37,3 +37,12 @@ class CapabilityError(RagsenseError, TypeError):
 
 class ModelCallError(RagsenseError, RuntimeError):
     """A model call failed (server unreachable, timeout, malformed response)."""
+
+
+class ParameterError(RagsenseError, ValueError):
+    """A setting or parameter is invalid (not a row of input). Names the parameter."""
+
+    def __init__(self, message: str, *, parameter: str | None = None) -> None:
+        self.parameter = parameter
+        super().__init__(f"{parameter}: {message}" if parameter else message)
+        self.reason = message

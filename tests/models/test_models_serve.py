@@ -245,3 +245,51 @@ def test_transformers_server_errors_and_tokenize(smollm2: Any) -> None:
         assert body["count"] == len(body["tokens"]) and body["max_model_len"] == smollm2.info.context_window
     finally:
         server.close()
+
+
+def test_chat_completions_fake(fake_server: str) -> None:
+    resp = _post(
+        fake_server,
+        "/chat/completions",
+        model="fake",
+        messages=[{"role": "user", "content": "Who is the father of Oliver?"}],
+        max_tokens=8,
+        temperature=0,
+    )
+    assert resp.status_code == 200
+    message = resp.json()["choices"][0]["message"]
+    assert message["role"] == "assistant"
+    assert message["content"] == "fake answer about user: Who is the father"  # fake: its last line
+    bad = _post(fake_server, "/chat/completions", model="fake", messages=[{"role": "robot", "content": "x"}])
+    assert bad.status_code == 400
+    assert "messages[0]" in bad.json()["error"]["message"]
+
+
+@pytest.mark.model
+def test_chat_through_server_equals_local(smollm2: Any) -> None:
+    from ragsense.models import ChatMessage
+
+    conversation = [ChatMessage("user", "Henry is the father of Oliver. Who is the father of Oliver?")]
+    config = GenerationConfig(max_new_tokens=12, stop=("\n",))
+    local = smollm2.chat_sync([conversation], config)[0]
+    server, url = start_in_thread(smollm2, model_name="smol", log_requests=False)
+    try:
+        remote_model = load_model("openai:smol", base_url=url)
+        [remote] = asyncio.run(remote_model.chat([conversation], config))
+    finally:
+        server.close()
+    assert remote.text == local.text
+    assert local.text.strip()
+
+
+@pytest.mark.model
+def test_generation_stops_early_at_stop_string(smollm2: Any) -> None:
+    prompt = (
+        "Question: What is the capital of France?\nAnswer: Paris.\n"
+        "Question: What is the capital of Italy?\nAnswer:"
+    )
+    stopped = smollm2.generate_sync([prompt], GenerationConfig(max_new_tokens=40, stop=("\n",)))[0]
+    assert "\n" not in stopped.text
+    assert stopped.n_tokens < 40  # decoding ended at the newline, not at max_new_tokens
+    full = smollm2.generate_sync([prompt], GenerationConfig(max_new_tokens=stopped.n_tokens))[0]
+    assert full.text.startswith(stopped.text)

@@ -12,13 +12,19 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model")
     group.add_argument(
         "--model",
-        default=DEFAULT_MODEL,
+        default=None,
         help=(
-            "model name: smollm2-135m (default), gemma3-270m, transformers:PATH, openai:NAME "
-            f"(default: {DEFAULT_MODEL})"
+            "model name: smollm2-135m, gemma3-270m, transformers:PATH, openai:NAME "
+            f"(default: {DEFAULT_MODEL}, or the first model the --base-url server lists)"
         ),
     )
-    group.add_argument("--base-url", help="base URL of an OpenAI-compatible server, for --model openai:NAME")
+    group.add_argument(
+        "--base-url",
+        help=(
+            "base URL of an OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1); alone it selects "
+            "the server's first listed model, or name one with --model openai:NAME"
+        ),
+    )
     group.add_argument(
         "--device", default="auto", help="transformers backend: cpu, cuda, cuda:1, auto (default)"
     )
@@ -30,8 +36,20 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def model_name_from_args(args: argparse.Namespace) -> str:
+    """``--model``, or with only ``--base-url`` the server's first listed model, else the default."""
+    if args.model:
+        return str(args.model)
+    if args.base_url:
+        from ragsense.models._openai_server import served_model_ids
+
+        return "openai:" + served_model_ids(args.base_url)[0]
+    return DEFAULT_MODEL
+
+
 def model_from_args(args: argparse.Namespace) -> LanguageModel:
     options: dict[str, Any] = {}
+    args.model = model_name_from_args(args)
     if args.model.startswith("openai:"):
         if args.base_url:
             options["base_url"] = args.base_url

@@ -9,10 +9,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ragsense._async import run_sync
 from ragsense.cli._common import add_model_options, model_from_args
 from ragsense.cli._table import render_table
 from ragsense.consens import DEFAULT_AGGREGATION, Aggregation, GroundingResult, GroundingScorer
-from ragsense.consens._api import run_sync
 from ragsense.data import RagRow, read_rows, sample_rows_path
 from ragsense.runner import run_batch
 

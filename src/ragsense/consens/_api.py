@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from ragsense._async import run_sync
 from ragsense.consens._math import Aggregation
 from ragsense.consens._prompt import PromptTemplate
 from ragsense.consens._scorer import DEFAULT_AGGREGATION, GroundingResult, GroundingScorer
@@ -27,19 +27,6 @@ def get_model(model: str | LanguageModel) -> LanguageModel:
         if model not in _MODELS:
             _MODELS[model] = load_model(model)
         return _MODELS[model]
-
-
-def run_sync(coro: Any) -> Any:
-    """Run a coroutine from sync code, also when an event loop is already running (notebooks)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: list[Any] = []
-    thread = threading.Thread(target=lambda: box.append(asyncio.run(coro)))
-    thread.start()
-    thread.join()
-    return box[0]
 
 
 def grounding(
@@ -112,7 +99,7 @@ def grounding_batch(
                 else item
             )
     scorer = GroundingScorer(get_model(model), template=template, aggregation=aggregation)
-    return run_sync(score_rows(scorer, merged, attribution=attribution, batch_size=batch_size))  # type: ignore[no-any-return]
+    return run_sync(score_rows(scorer, merged, attribution=attribution, batch_size=batch_size))
 
 
 async def score_rows(

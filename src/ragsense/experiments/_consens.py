@@ -18,8 +18,8 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ragsense._async import run_sync
 from ragsense.consens import Aggregation, GroundingResult, GroundingScorer
-from ragsense.consens._api import run_sync
 from ragsense.consens._similarity import answer_context_similarity
 from ragsense.data import PubMedQAItem, load_pubmedqa, load_wikieval
 from ragsense.embeddings import load_embedder

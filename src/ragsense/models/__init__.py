@@ -10,14 +10,17 @@
 
 from ragsense.models._bundled import BUNDLED_MODELS, cache_dir
 from ragsense.models._interface import (
+    ChatMessage,
     ContinuationScore,
     Generation,
     GenerationConfig,
     LanguageModel,
     ModelInfo,
     ScoreRequest,
+    SupportsChat,
     SupportsGeneration,
     SupportsLogprobs,
+    chat_available,
     require,
 )
 from ragsense.models._registry import DEFAULT_MODEL, available_backends, load_model, resolve_name
@@ -25,16 +28,19 @@ from ragsense.models._registry import DEFAULT_MODEL, available_backends, load_mo
 __all__ = [
     "BUNDLED_MODELS",
     "DEFAULT_MODEL",
+    "ChatMessage",
     "ContinuationScore",
     "Generation",
     "GenerationConfig",
     "LanguageModel",
     "ModelInfo",
     "ScoreRequest",
+    "SupportsChat",
     "SupportsGeneration",
     "SupportsLogprobs",
     "available_backends",
     "cache_dir",
+    "chat_available",
     "load_model",
     "require",
     "resolve_name",

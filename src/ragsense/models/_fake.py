@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragsense.models._interface import (
+    ChatMessage,
     ContinuationScore,
     Generation,
     GenerationConfig,
@@ -77,6 +78,17 @@ class FakeModel:
             words = text.split()[: config.max_new_tokens]
             out.append(Generation(" ".join(words), "stop", len(words)))
         return out
+
+    @property
+    def chat_available(self) -> bool:
+        return True
+
+    async def chat(
+        self, conversations: Sequence[Sequence[ChatMessage]], config: GenerationConfig
+    ) -> list[Generation]:
+        # A conversation is rendered as its turns one per line, so the fake answers its last line.
+        prompts = ["\n".join(f"{m.role}: {m.content}" for m in conv) for conv in conversations]
+        return await self.generate(prompts, config)
 
 
 def create_fake_model(model_id: str = "fake", **options: Any) -> FakeModel:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Literal, Protocol, TypeVar, runtime_checkable
 
 from ragsense.errors import CapabilityError
 
@@ -122,6 +122,41 @@ class SupportsGeneration(LanguageModel, Protocol):
     """Capability: text generation (answers, judge reasons)."""
 
     async def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[Generation]: ...
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One turn of a conversation."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@runtime_checkable
+class SupportsChat(LanguageModel, Protocol):
+    """Capability: generation from a conversation, rendered by the model's own chat format.
+
+    Instruction-tuned models answer far better in the format they were tuned on. ``chat_available``
+    is False when the backend could chat in principle but this model has no chat format (a base
+    model without a chat template); callers then fall back to a plain prompt.
+    """
+
+    @property
+    def chat_available(self) -> bool: ...
+
+    async def chat(
+        self, conversations: Sequence[Sequence[ChatMessage]], config: GenerationConfig
+    ) -> list[Generation]: ...
+
+
+def chat_available(model: LanguageModel) -> bool:
+    """Whether ``model`` can generate from a conversation in its own chat format.
+
+    >>> from ragsense.models import load_model
+    >>> chat_available(load_model("fake"))
+    True
+    """
+    return isinstance(model, SupportsChat) and bool(model.chat_available)
 
 
 Capability = TypeVar("Capability", bound=LanguageModel)

@@ -27,6 +27,7 @@ from typing import Any
 
 from ragsense.errors import BackendUnavailableError, ModelCallError
 from ragsense.models._interface import (
+    ChatMessage,
     ContinuationScore,
     Generation,
     GenerationConfig,
@@ -95,8 +96,10 @@ class OpenAIGenerationModel:
         context_window: int | None,
         echo_max_tokens: int,
         httpx: Any,
+        chat: bool = True,
     ) -> None:
         self.model_id = model_id
+        self._chat = chat
         self.base_url = base_url.rstrip("/")
         self._root = re.sub(r"/v1$", "", self.base_url)  # vLLM and llama.cpp serve /tokenize at the root
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -197,6 +200,40 @@ class OpenAIGenerationModel:
         n_tokens = usage.get("completion_tokens") if isinstance(usage, dict) else 0
         return Generation(text=text, finish_reason=str(finish), n_tokens=int(n_tokens or 0))
 
+    # -- SupportsChat --------------------------------------------------------------------------
+    @property
+    def chat_available(self) -> bool:
+        # Assumed; a server without a chat format answers the first chat call with a clear error.
+        return self._chat
+
+    async def chat(
+        self, conversations: Sequence[Sequence[ChatMessage]], config: GenerationConfig
+    ) -> list[Generation]:
+        return list(await asyncio.gather(*(self._chat_one(c, config) for c in conversations)))
+
+    async def _chat_one(self, conversation: Sequence[ChatMessage], config: GenerationConfig) -> Generation:
+        payload: dict[str, Any] = {
+            "model": self.model_id,
+            "messages": [{"role": m.role, "content": m.content} for m in conversation],
+            "max_tokens": config.max_new_tokens,
+            "temperature": config.temperature,
+            "seed": config.seed,
+        }
+        if config.stop:
+            payload["stop"] = list(config.stop)
+        body = await self._post("/chat/completions", payload)
+        choices = _get(body, "choices", list, "response")
+        if not choices:
+            raise ModelCallError("malformed server response: choices is empty")
+        message = _get(choices[0], "message", dict, "choices[0]")
+        content = message.get("content")
+        if not isinstance(content, str):
+            raise ModelCallError("malformed server response: choices[0].message.content is not a string")
+        finish = choices[0].get("finish_reason") or "stop"
+        usage = body.get("usage")
+        n_tokens = usage.get("completion_tokens") if isinstance(usage, dict) else 0
+        return Generation(text=content, finish_reason=str(finish), n_tokens=int(n_tokens or 0))
+
     # -- transport -----------------------------------------------------------------------------
     def _state(self) -> tuple[Any, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
@@ -284,6 +321,28 @@ class OpenAICompatibleModel(OpenAIGenerationModel):
         return parse_echo(req.prompt, req.continuation, choices[0])
 
 
+def served_model_ids(base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> list[str]:
+    """The model ids a server lists at ``GET {base_url}/models``, in its order."""
+    try:
+        import httpx
+    except ImportError as exc:
+        raise BackendUnavailableError(f"the openai backend needs httpx: {_INSTALL_HINT}") from exc
+    url = f"{base_url.rstrip('/')}/models"
+    api_key = api_key or os.environ.get("RAGSENSE_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        resp = httpx.get(url, headers=headers, timeout=timeout)
+    except httpx.RequestError as exc:
+        raise ModelCallError(_transport_failure(exc, base_url, timeout, httpx)) from exc
+    if resp.status_code >= 400:
+        raise ModelCallError(f"the server at {url} answered HTTP {resp.status_code}: {_error_message(resp)}")
+    cards = _json_body(resp, url).get("data", [])
+    ids = [c["id"] for c in cards if isinstance(c, dict) and isinstance(c.get("id"), str)]
+    if not ids:
+        raise ModelCallError(f"the server at {url} lists no models; name one with --model openai:NAME")
+    return ids
+
+
 def create_openai_model(
     model_id: str,
     *,
@@ -295,6 +354,7 @@ def create_openai_model(
     context_window: int | None = None,
     supports_logprobs: bool = True,
     echo_max_tokens: int = 0,
+    chat: bool = True,
     **unused: Any,
 ) -> OpenAIGenerationModel:
     """A model served over HTTP. ``base_url`` ends in ``/v1`` (default: ``RAGSENSE_BASE_URL``, then
@@ -302,7 +362,9 @@ def create_openai_model(
 
     ``supports_logprobs=False`` gives a generation-only model, so metrics needing log-probabilities
     fail early. ``echo_max_tokens=1`` is for servers that crash on ``max_tokens: 0`` with ``echo``
-    (vLLM before about 0.6): the generated token is ignored. Nothing is sent until the first call.
+    (vLLM before about 0.6): the generated token is ignored. ``chat=False`` says the server has no
+    ``/chat/completions`` (a base model), so pipelines send plain prompts to ``/completions``.
+    Nothing is sent until the first call.
 
     >>> create_openai_model("m", base_url="http://127.0.0.1:8000/v1/").base_url
     'http://127.0.0.1:8000/v1'
@@ -331,4 +393,5 @@ def create_openai_model(
         context_window=context_window,
         echo_max_tokens=echo_max_tokens,
         httpx=httpx,
+        chat=chat,
     )

@@ -15,6 +15,9 @@ Endpoints (the subset ragsense's own ``openai`` backend and most evaluation tool
     Models other than the transformers backend are scored as ``ScoreRequest("", prompt)``.
   - Without ``echo``, the prompt is continued with the model's ``generate``. Log-probabilities of
     generated tokens are not supported (HTTP 400).
+* ``POST /v1/chat/completions``: ``messages`` (system, user, assistant turns), ``max_tokens``,
+  ``temperature``, ``stop``, ``seed``; rendered with the model's chat template (HTTP 400 for a model
+  without one, such as a base model).
 * ``POST /tokenize`` (also ``/v1/tokenize``): vLLM's ``{"prompt", "add_special_tokens"}`` or
   llama.cpp's ``{"content", "add_special"}`` -> ``{"tokens": [ids], "count": n, "max_model_len"}``.
 
@@ -44,11 +47,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
 from ragsense.models._interface import (
+    ChatMessage,
     GenerationConfig,
     LanguageModel,
     ScoreRequest,
+    SupportsChat,
     SupportsGeneration,
     SupportsLogprobs,
+    chat_available,
 )
 
 _MAX_BODY = 32 * 1024 * 1024
@@ -171,6 +177,8 @@ class ModelService:
                 return 200, {"status": "ok"}
             if method == "POST" and path in ("/v1/completions", "/completions"):
                 return 200, self.completions(self._body(raw))
+            if method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
+                return 200, self.chat_completions(self._body(raw))
             if method == "POST" and path in ("/tokenize", "/v1/tokenize"):
                 return 200, self.tokenize(self._body(raw))
             raise RequestError(f"no route {method} {path or '/'}", 404, "not_found_error")
@@ -273,6 +281,50 @@ class ModelService:
                 "completion_tokens": n_gen,
                 "total_tokens": n_prompt + n_gen,
             },
+        }
+
+    def chat_completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        self._check_model(body)
+        if not chat_available(self.model):
+            raise RequestError(f"the model {self.name!r} has no chat format; use /v1/completions")
+        raw_messages = body.get("messages")
+        if not isinstance(raw_messages, list) or not raw_messages:
+            raise RequestError("'messages' must be a non-empty list")
+        messages = []
+        for i, m in enumerate(raw_messages):
+            role, content = (m.get("role"), m.get("content")) if isinstance(m, dict) else (None, None)
+            if role not in ("system", "user", "assistant") or not isinstance(content, str):
+                raise RequestError(f"messages[{i}] needs a role (system, user, assistant) and string content")
+            messages.append(ChatMessage(role, content))
+        max_tokens = _typed(body, "max_tokens", int, 16)
+        temperature = float(_typed(body, "temperature", (int, float), 1.0))
+        stop = _typed(body, "stop", (str, list), [])
+        stop = [stop] if isinstance(stop, str) else stop
+        if max_tokens < 1 or temperature < 0 or not all(isinstance(s, str) for s in stop):
+            raise RequestError("'max_tokens' must be >= 1, 'temperature' >= 0, 'stop' a string or strings")
+        config = GenerationConfig(
+            max_new_tokens=max_tokens,
+            temperature=temperature,
+            stop=tuple(stop),
+            seed=_typed(body, "seed", int, 0),
+        )
+        model = self.model
+        assert isinstance(model, SupportsChat)  # chat_available checked it
+        with self._lock:
+            [generated] = self._run(model.chat([messages], config))
+        return {
+            "id": f"chatcmpl-{time.time_ns():x}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.name,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": generated.text},
+                    "finish_reason": generated.finish_reason,
+                }
+            ],
+            "usage": {"completion_tokens": generated.n_tokens},
         }
 
     def _echo(self, text: str, top: int) -> dict[str, Any]:

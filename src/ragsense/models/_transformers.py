@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragsense.errors import BackendUnavailableError, ModelNotFoundError
+from ragsense.errors import BackendUnavailableError, CapabilityError, ModelNotFoundError
 from ragsense.models._interface import (
+    ChatMessage,
     ContinuationScore,
     Generation,
     GenerationConfig,
@@ -267,19 +268,56 @@ class TransformersModel:
 
     def generate_sync(self, prompts: Sequence[str], config: GenerationConfig) -> list[Generation]:
         """Greedy (or seeded sampling) generation, batched with left padding."""
+        return self._generate_texts(prompts, config, add_special_tokens=True)
+
+    # -- SupportsChat --------------------------------------------------------------------------
+    @property
+    def chat_available(self) -> bool:
+        return bool(getattr(self._tokenizer, "chat_template", None))
+
+    async def chat(
+        self, conversations: Sequence[Sequence[ChatMessage]], config: GenerationConfig
+    ) -> list[Generation]:
+        return self.chat_sync(conversations, config)
+
+    def render_chat(self, conversation: Sequence[ChatMessage]) -> str:
+        """The conversation in the model's chat template, ending with the assistant's turn opener."""
+        if not self.chat_available:
+            raise CapabilityError(f"{self._info.name} has no chat template; use a plain prompt")
+        messages = [{"role": m.role, "content": m.content} for m in conversation]
+        text = self._tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return str(text)
+
+    def chat_sync(
+        self, conversations: Sequence[Sequence[ChatMessage]], config: GenerationConfig
+    ) -> list[Generation]:
+        """Synchronous :meth:`chat`. The template already holds every special token it needs (BOS
+        included), so the rendered text is tokenized without adding any."""
+        prompts = [self.render_chat(c) for c in conversations]
+        return self._generate_texts(prompts, config, add_special_tokens=False)
+
+    def _generate_texts(
+        self, prompts: Sequence[str], config: GenerationConfig, *, add_special_tokens: bool
+    ) -> list[Generation]:
         torch = self._torch
         tok = self._tokenizer
         results: list[Generation | None] = [None] * len(prompts)
-        lengths = [len(tok(p)["input_ids"]) for p in prompts]
+        lengths = [len(tok(p, add_special_tokens=add_special_tokens)["input_ids"]) for p in prompts]
         for batch in self._batches([n + config.max_new_tokens for n in lengths]):
             texts = [prompts[i] for i in batch]
             old_side = tok.padding_side
             tok.padding_side = "left"
             if tok.pad_token_id is None:
                 tok.pad_token = tok.eos_token
-            enc = tok(texts, return_tensors="pt", padding=True).to(self._device)
+            enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=add_special_tokens).to(
+                self._device
+            )
             tok.padding_side = old_side
             kwargs: dict[str, Any] = {"max_new_tokens": config.max_new_tokens, "pad_token_id": self._pad_id}
+            if config.stop:
+                # Stop decoding as soon as a stop string appears instead of running to max_new_tokens;
+                # the text is still cut at the stop string below, so results are the same, only sooner.
+                kwargs.update(stop_strings=list(config.stop), tokenizer=tok)
             if config.temperature > 0:
                 torch.manual_seed(config.seed)
                 kwargs.update(do_sample=True, temperature=config.temperature)

@@ -1,5 +1,30 @@
-"""Retrieval for RAG pipelines (vector search)."""
+"""Retrieval-augmented generation: vector stores and the naive RAG pipeline.
 
+>>> from ragsense.rag import NaiveRagPipeline, RagPrompt, open_vector_store
+>>> RagPrompt().document_order
+'best_first'
+"""
+
+from ragsense.rag._faiss import FaissVectorStore
 from ragsense.rag._index import Hit, InMemoryVectorIndex
+from ragsense.rag._pipeline import DEFAULT_GENERATION, NaiveRagPipeline, RagAnswer, RetrievedDocument
+from ragsense.rag._prompt import DEFAULT_INSTRUCTION, GENERIC_EXAMPLES, FewShotExample, RagPrompt
+from ragsense.rag._store import VECTOR_STORE_KINDS, VectorStore, VectorStoreKind, open_vector_store
 
-__all__ = ["Hit", "InMemoryVectorIndex"]
+__all__ = [
+    "DEFAULT_GENERATION",
+    "DEFAULT_INSTRUCTION",
+    "GENERIC_EXAMPLES",
+    "VECTOR_STORE_KINDS",
+    "FaissVectorStore",
+    "FewShotExample",
+    "Hit",
+    "InMemoryVectorIndex",
+    "NaiveRagPipeline",
+    "RagAnswer",
+    "RagPrompt",
+    "RetrievedDocument",
+    "VectorStore",
+    "VectorStoreKind",
+    "open_vector_store",
+]

@@ -1,0 +1,1 @@
+"""Benchmarks of RAG systems. :mod:`ragsense.bench.kinship`: the multi-document kinship benchmark."""
