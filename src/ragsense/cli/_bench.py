@@ -71,9 +71,10 @@ def add_parser(sub: Any) -> None:
     )
     system.add_argument(
         "--document-order",
-        choices=["best_first", "best_last"],
-        default="best_first",
-        help="order of the retrieved documents in the prompt (default best_first)",
+        choices=["auto", "best_first", "best_last"],
+        default="auto",
+        help="order of the retrieved documents in the prompt; auto (default): best last in a chat, "
+        "best first in a plain prompt",
     )
     system.add_argument("--few-shot", action="store_true", help="prepend two generic worked examples")
     system.add_argument("--max-new-tokens", type=int, default=32, help="answer length cap (default 32)")

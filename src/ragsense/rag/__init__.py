@@ -2,7 +2,7 @@
 
 >>> from ragsense.rag import NaiveRagPipeline, RagPrompt, open_vector_store
 >>> RagPrompt().document_order
-'best_first'
+'auto'
 """
 
 from ragsense.rag._faiss import FaissVectorStore
