@@ -18,7 +18,7 @@ import argparse
 import json
 import tempfile
 import time
-from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from ragsense.bench.kinship import PipelineSystem, generate_kinship_source, parse_ks, run_kinship
@@ -28,14 +28,18 @@ from ragsense.models._transformers import TransformersModel
 from ragsense.rag import RagPrompt
 
 
-def raw_forward_seconds(model: TransformersModel, texts: list[str], add_special_tokens: bool) -> tuple[float, int]:
+def raw_forward_seconds(
+    model: TransformersModel, texts: list[str], add_special_tokens: bool
+) -> tuple[float, int]:
     """Seconds of one bare forward pass (no LM head) over each text, and the tokens processed."""
     torch = model._torch
     body = model._model.model  # the transformer body, without the LM head
     total, tokens = 0.0, 0
     with torch.inference_mode():
         for text in texts:
-            ids = model.tokenizer(text, return_tensors="pt", add_special_tokens=add_special_tokens)["input_ids"]
+            ids = model.tokenizer(text, return_tensors="pt", add_special_tokens=add_special_tokens)[
+                "input_ids"
+            ]
             start = time.perf_counter()
             body(input_ids=ids)
             total += time.perf_counter() - start
@@ -60,22 +64,22 @@ def main() -> None:
     system = PipelineSystem(model, embedder, prompt=RagPrompt())
     with tempfile.TemporaryDirectory() as out:
         run = run_kinship(source, system, ks, out, max_queries=args.max_queries)
-        answers = [json.loads(line) for line in open(f"{out}/answers.jsonl", encoding="utf-8")]
+        lines = Path(out, "answers.jsonl").read_text(encoding="utf-8").splitlines()
+    answers = [json.loads(line) for line in lines]
     n_answers = len(answers)
-    per_k_answers: dict[int, int] = defaultdict(int)
-    for a in answers:
-        per_k_answers[a["k"]] += 1
 
     # The raw forward baseline over exactly the prompts the pipeline sent.
     docs = {d.id: d.text for d in source.documents}
     prompts = []
     for a in answers:
         ranked = [docs[i] for i in a["retrieved_ids"]]
-        if system.prompt_format == "chat":
+        if system.prompt_format_used == "chat":
             prompts.append(model.render_chat(system.prompt.render_chat(a["question"], ranked)))
         else:
             prompts.append(system.prompt.render_plain(a["question"], ranked))
-    raw_s, raw_tokens = raw_forward_seconds(model, prompts, add_special_tokens=system.prompt_format != "chat")
+    raw_s, raw_tokens = raw_forward_seconds(
+        model, prompts, add_special_tokens=system.prompt_format_used != "chat"
+    )
 
     # Seconds per answer at each k, timed separately on one query per k (generation only).
     per_k_seconds: dict[int, float] = {}

@@ -38,12 +38,19 @@ def main() -> None:
     for fmt, order, shots in itertools.product(formats, ["best_first", "best_last"], [False, True]):
         prompt = RagPrompt(document_order=order, examples=GENERIC_EXAMPLES if shots else ())
         system = PipelineSystem(
-            model, embedder, prompt=prompt, prompt_format=fmt,  # type: ignore[arg-type]
+            model,
+            embedder,
+            prompt=prompt,
+            prompt_format=fmt,  # type: ignore[arg-type]
             generation=GenerationConfig(max_new_tokens=32, stop=("\n",)),
         )
         with tempfile.TemporaryDirectory() as out:
             run = run_kinship(
-                source, system, [args.k], out, relations=args.relations.split(","),
+                source,
+                system,
+                [args.k],
+                out,
+                relations=args.relations.split(","),
                 max_queries=args.max_queries,
             )
         row = {"format": fmt, "order": order, "few_shot": shots, "seconds": round(run.seconds, 1)}

@@ -61,7 +61,18 @@ def add_parser(sub: Any) -> None:
     )
     system.add_argument("--system-url", help="base URL of a system implementing POST /index and /answer")
     system.add_argument(
+        "--retrieval-only",
+        action="store_true",
+        help="run the pipeline's retriever alone: retrieval recall of every query, no generation",
+    )
+    system.add_argument(
         "--store", choices=["faiss", "memory"], default="faiss", help="vector store (default faiss)"
+    )
+    system.add_argument(
+        "--retrieval",
+        choices=["dense", "hybrid"],
+        default="dense",
+        help="dense: MiniLM cosine (default); hybrid: fused with BM25 keyword ranks (reciprocal rank fusion)",
     )
     system.add_argument(
         "--prompt-format",
@@ -108,6 +119,7 @@ def run_kinship_command(args: argparse.Namespace) -> int:
         CallableSystem,
         HttpSystem,
         PipelineSystem,
+        RetrievalOnlySystem,
         generate_kinship_source,
         run_kinship,
         write_kinship_report,
@@ -131,6 +143,13 @@ def run_kinship_command(args: argparse.Namespace) -> int:
     elif args.system_url:
         system = HttpSystem(args.system_url, name=args.system_url)
         settings["system"] = args.system_url
+    elif args.retrieval_only:
+        from ragsense.embeddings import load_embedder
+
+        system = RetrievalOnlySystem(
+            None, load_embedder("minilm", cache=True), store_kind=args.store, retrieval=args.retrieval
+        )
+        settings.update(system="retrieval only", embedder="all-minilm-l6-v2", store=args.store)
     else:
         from ragsense.embeddings import load_embedder
 
@@ -142,6 +161,7 @@ def run_kinship_command(args: argparse.Namespace) -> int:
             generator,
             load_embedder("minilm", cache=True),
             store_kind=args.store,
+            retrieval=args.retrieval,
             prompt=prompt,
             prompt_format=args.prompt_format,
             generation=GenerationConfig(max_new_tokens=args.max_new_tokens, stop=("\n",)),
@@ -151,6 +171,7 @@ def run_kinship_command(args: argparse.Namespace) -> int:
             model_fingerprint=generator.info.fingerprint,
             embedder="all-minilm-l6-v2",
             store=args.store,
+            retrieval=args.retrieval,
             prompt_format=args.prompt_format,
             document_order=args.document_order,
             few_shot=args.few_shot,

@@ -6,12 +6,14 @@
 """
 
 from ragsense.rag._faiss import FaissVectorStore
+from ragsense.rag._hybrid import BM25, HybridStore
 from ragsense.rag._index import Hit, InMemoryVectorIndex
 from ragsense.rag._pipeline import DEFAULT_GENERATION, NaiveRagPipeline, RagAnswer, RetrievedDocument
 from ragsense.rag._prompt import DEFAULT_INSTRUCTION, GENERIC_EXAMPLES, FewShotExample, RagPrompt
 from ragsense.rag._store import VECTOR_STORE_KINDS, VectorStore, VectorStoreKind, open_vector_store
 
 __all__ = [
+    "BM25",
     "DEFAULT_GENERATION",
     "DEFAULT_INSTRUCTION",
     "GENERIC_EXAMPLES",
@@ -19,6 +21,7 @@ __all__ = [
     "FaissVectorStore",
     "FewShotExample",
     "Hit",
+    "HybridStore",
     "InMemoryVectorIndex",
     "NaiveRagPipeline",
     "RagAnswer",

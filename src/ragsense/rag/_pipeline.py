@@ -62,6 +62,18 @@ class RagAnswer:
         return asdict(self)
 
 
+def retrieve_documents(store: VectorStore, questions: Sequence[str], k: int) -> list[list[RetrievedDocument]]:
+    """The top ``k`` documents of ``store`` per question, best first (ties in store order)."""
+    ids, docs = store.ids, store.documents
+    return [
+        [
+            RetrievedDocument(h.index, ids[h.index], docs[h.index], h.score, rank)
+            for rank, h in enumerate(hits)
+        ]
+        for hits in store.search(list(questions), k)
+    ]
+
+
 class NaiveRagPipeline:
     """Retrieve the top ``k`` documents from ``store`` and let ``generator`` answer from them.
 

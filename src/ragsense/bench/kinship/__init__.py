@@ -32,6 +32,7 @@ from ragsense.bench.kinship._systems import (
     HttpSystem,
     KinshipSystem,
     PipelineSystem,
+    RetrievalOnlySystem,
     SystemAnswer,
     Timings,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "KinshipSystem",
     "Person",
     "PipelineSystem",
+    "RetrievalOnlySystem",
     "SystemAnswer",
     "Timings",
     "aggregate",

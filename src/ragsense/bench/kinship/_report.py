@@ -221,7 +221,10 @@ def _markdown(
     def count(value: Any) -> str:
         return MISSING if value is None else str(value)
 
-    section("Accuracy", grids["accuracy"], format_share)
+    if any(g[c] is not None for g in grids["accuracy"] for c in columns):
+        section("Accuracy", grids["accuracy"], format_share)
+    else:  # a retriever alone answers nothing: an all-dash table would only look like a failure
+        out.extend(["## Accuracy", "", "No answers were generated (retrieval only).", ""])
     section("Retrieval recall", grids["retrieval_recall"], format_share)
     section("Queries per condition", grids["n"], count)
     if "n_errors" in grids:

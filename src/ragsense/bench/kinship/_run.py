@@ -121,7 +121,7 @@ def _record(
     return {
         **base,
         "answer": result.answer,
-        "correct": is_correct(result.answer, cq.query.answers),
+        "correct": None if result.answer is None else is_correct(result.answer, cq.query.answers),
         "retrieved_ids": list(result.retrieved_ids) if result.retrieved_ids is not None else None,
         "retrieval_recall": recall,
         "documents_dropped": result.documents_dropped,
@@ -131,19 +131,21 @@ def _record(
 def aggregate(
     records: Sequence[Mapping[str, Any]], ks: Sequence[int], names: Sequence[str]
 ) -> list[dict[str, Any]]:
-    """One result per (k, condition): accuracy (errors count as wrong), mean retrieval recall over the
-    queries that have evidence (None when no system reported documents), n, errors, mean hops."""
+    """One result per (k, condition): accuracy (errors count as wrong; None when nothing was answered,
+    as with a retriever alone), mean retrieval recall over the queries that have evidence (None when no
+    system reported documents), n, errors, mean hops."""
     out = []
     for k in ks:
         for name in names:
             rows = [r for r in records if r["k"] == k and r["condition"] == name]
             recalls = [r["retrieval_recall"] for r in rows if r["retrieval_recall"] is not None]
             hops = [r["hops"] for r in rows if r["hops"] is not None]
+            scored = [r for r in rows if r["correct"] is not None or r.get("error")]
             out.append(
                 {
                     "k": k,
                     "condition": name,
-                    "accuracy": (sum(bool(r["correct"]) for r in rows) / len(rows)) if rows else None,
+                    "accuracy": (sum(bool(r["correct"]) for r in scored) / len(scored)) if scored else None,
                     "retrieval_recall": (sum(recalls) / len(recalls)) if recalls else None,
                     "n": len(rows),
                     "n_errors": sum(1 for r in rows if r.get("error")),
@@ -263,8 +265,12 @@ def run_kinship(
                 ]
                 records.extend(new)
                 if progress is not None:
-                    acc = sum(r["correct"] for r in new) / len(new) if new else 0.0
-                    progress(f"{condition.name:>18} k={k:<4} accuracy {acc:.2f} (n={len(new)})")
+                    [summary] = aggregate(new, [k], [condition.name])
+                    acc, rec = summary["accuracy"], summary["retrieval_recall"]
+                    progress(
+                        f"{condition.name:>18} k={k:<4} accuracy {'-' if acc is None else f'{acc:.2f}'} "
+                        f"retrieval recall {'-' if rec is None else f'{rec:.2f}'} (n={len(new)})"
+                    )
     results = aggregate(records, ks, [c.name for c in conditions])
     return KinshipRun(
         results=results,

@@ -18,15 +18,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from ragsense.bench.kinship._source import KinshipCondition
 from ragsense.embeddings import Embedder
-from ragsense.errors import BackendUnavailableError, ModelCallError
-from ragsense.models import GenerationConfig, LanguageModel
-from ragsense.rag._pipeline import DEFAULT_GENERATION, NaiveRagPipeline, RetrievedDocument
+from ragsense.errors import BackendUnavailableError, ModelCallError, ParameterError
+from ragsense.models import GenerationConfig, LanguageModel, chat_available
+from ragsense.rag._hybrid import HybridStore
+from ragsense.rag._pipeline import DEFAULT_GENERATION, NaiveRagPipeline, RetrievedDocument, retrieve_documents
 from ragsense.rag._prompt import PromptFormat, RagPrompt
-from ragsense.rag._store import VectorStoreKind, open_vector_store
+from ragsense.rag._store import VectorStore, VectorStoreKind, open_vector_store
 
 AnswerFn = Callable[[str], tuple[str, Sequence[str]]]
 SystemFactory = Callable[[Sequence[str], int], AnswerFn]
@@ -34,9 +35,10 @@ SystemFactory = Callable[[Sequence[str], int], AnswerFn]
 
 @dataclass(frozen=True)
 class SystemAnswer:
-    """One answer: the text, and the retrieved documents as store ids (None when unknown)."""
+    """One answer: the text (None when the system only retrieves), and the retrieved documents as
+    store ids (None when unknown)."""
 
-    answer: str
+    answer: str | None
     retrieved_ids: tuple[str, ...] | None
     documents_dropped: int = 0
 
@@ -79,48 +81,59 @@ class PipelineSystem:
     """ragsense's :class:`~ragsense.rag.NaiveRagPipeline` over a vector store per condition.
 
     Retrieval runs once per condition at the largest k asked so far and smaller k reuse its prefix
-    (top-k is a prefix of top-K: the ranking is exact and ties follow store order).
+    (top-k is a prefix of top-K: the ranking is exact and ties follow store order). Generation is
+    batched per (condition, k): all questions go to the generator in one call.
     """
 
-    generator: LanguageModel
+    generator: LanguageModel | None
     embedder: Embedder
     store_kind: VectorStoreKind = "faiss"
+    retrieval: Literal["dense", "hybrid"] = "dense"
     prompt: RagPrompt = field(default_factory=RagPrompt)
     prompt_format: PromptFormat = "auto"
     generation: GenerationConfig = DEFAULT_GENERATION
     name: str = "ragsense naive RAG"
     timings: Timings = field(default_factory=Timings)
-    _pipelines: dict[str, NaiveRagPipeline] = field(default_factory=dict, repr=False)
+    _stores: dict[str, VectorStore] = field(default_factory=dict, repr=False)
+    _pipeline: NaiveRagPipeline | None = field(default=None, repr=False)
     _retrieved: dict[tuple[str, str], list[RetrievedDocument]] = field(default_factory=dict, repr=False)
 
-    def pipeline(self, condition: KinshipCondition, source_id: str) -> NaiveRagPipeline:
-        if source_id not in self._pipelines:
+    @property
+    def prompt_format_used(self) -> str:
+        """``chat`` or ``plain``: what ``prompt_format`` resolves to for this generator."""
+        if self.generator is None:
+            return "none"
+        return (
+            "chat"
+            if self.prompt_format == "chat"
+            or (self.prompt_format == "auto" and chat_available(self.generator))
+            else "plain"
+        )
+
+    def store(self, condition: KinshipCondition, source_id: str) -> VectorStore:
+        if source_id not in self._stores:
             start = time.perf_counter()
             docs = condition.documents
-            store = open_vector_store(
+            store: VectorStore = open_vector_store(
                 self.store_kind, self.embedder, [d.text for d in docs], ids=[d.id for d in docs]
             )
+            if self.retrieval == "hybrid":
+                store = HybridStore(store)
             self.timings.indexing += time.perf_counter() - start
-            pipeline = NaiveRagPipeline(
-                store,
-                self.generator,
-                prompt=self.prompt,
-                prompt_format=self.prompt_format,
-                generation=self.generation,
-            )
-            self._pipelines = {source_id: pipeline}  # one condition's store at a time
+            self._stores = {source_id: store}  # one condition's store at a time
             self._retrieved = {}
-        return self._pipelines[source_id]
+            self._pipeline = None
+        return self._stores[source_id]
 
     def retrieve(
         self, condition: KinshipCondition, questions: Sequence[str], k: int, *, source_id: str
     ) -> list[list[RetrievedDocument]]:
         """Top-k per question; computed at most once per (source, question) for the largest k."""
-        pipeline = self.pipeline(condition, source_id)
+        store = self.store(condition, source_id)
         missing = [q for q in questions if len(self._retrieved.get((source_id, q), ())) < k]
         if missing:
             start = time.perf_counter()
-            for q, docs in zip(missing, pipeline.retrieve(missing, k), strict=True):
+            for q, docs in zip(missing, retrieve_documents(store, missing, k), strict=True):
                 self._retrieved[(source_id, q)] = docs
             self.timings.retrieval += time.perf_counter() - start
         return [self._retrieved[(source_id, q)][:k] for q in questions]
@@ -129,12 +142,39 @@ class PipelineSystem:
         self, condition: KinshipCondition, questions: Sequence[str], k: int, *, source_id: str
     ) -> list[SystemAnswer | Exception]:
         retrieved = self.retrieve(condition, questions, k, source_id=source_id)
+        if self._pipeline is None:
+            if self.generator is None:
+                raise ParameterError("the pipeline needs a generator model", parameter="generator")
+            self._pipeline = NaiveRagPipeline(
+                self.store(condition, source_id),
+                self.generator,
+                prompt=self.prompt,
+                prompt_format=self.prompt_format,
+                generation=self.generation,
+            )
         start = time.perf_counter()
-        answers = await self.pipeline(condition, source_id).answer_from(questions, retrieved)
+        answers = await self._pipeline.answer_from(questions, retrieved)
         self.timings.generation += time.perf_counter() - start
         return [
             SystemAnswer(a.answer, tuple(d.id for d in a.documents), a.documents_dropped) for a in answers
         ]
+
+
+@dataclass
+class RetrievalOnlySystem(PipelineSystem):
+    """The pipeline's retriever alone: retrieval recall for every query at every k, no generation.
+
+    Cheap (embeddings only), so it measures retrieval over all queries where the full pipeline
+    samples; accuracy is reported as None.
+    """
+
+    name: str = "ragsense retriever only"
+
+    async def answer_condition(
+        self, condition: KinshipCondition, questions: Sequence[str], k: int, *, source_id: str
+    ) -> list[SystemAnswer | Exception]:
+        retrieved = self.retrieve(condition, questions, k, source_id=source_id)
+        return [SystemAnswer(None, tuple(d.id for d in docs)) for docs in retrieved]
 
 
 @dataclass
