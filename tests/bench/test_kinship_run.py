@@ -198,3 +198,27 @@ def test_http_system_unreachable_marks_every_query(tmp_path: Path) -> None:
     source = generate_kinship_source(4, 2, seed=0)
     run = run_kinship(source, HttpSystem("http://127.0.0.1:9", timeout=2), [5], tmp_path, relations=[])
     assert run.results[0]["n_errors"] == run.results[0]["n"] == 48
+
+
+def test_a_system_whose_batch_call_fails_is_retried_question_by_question(tmp_path: Path) -> None:
+    """A system that raises for the whole chunk (a server outage mid-batch) loses only the bad queries."""
+    from ragsense.bench.kinship import SystemAnswer, Timings
+
+    class Batchy:
+        name = "batchy"
+        timings = Timings()
+
+        async def answer_condition(
+            self, condition: Any, questions: Sequence[str], k: int, *, source_id: str
+        ) -> list[Any]:
+            if any("Eleanor" in q for q in questions):
+                raise ConnectionError("server went away")
+            return [SystemAnswer("nobody", ()) for _ in questions]
+
+    source = generate_kinship_source(12, 3, seed=0)
+    run = run_kinship(source, Batchy(), [5], tmp_path, relations=[])
+    records = [json.loads(line) for line in (tmp_path / "answers.jsonl").read_text().splitlines()]
+    failed = [r for r in records if r.get("error")]
+    assert len(records) == 208
+    assert failed and all("Eleanor" in r["question"] and "server went away" in r["error"] for r in failed)
+    assert run.results[0]["n_errors"] == len(failed) < 208

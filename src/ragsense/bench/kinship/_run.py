@@ -186,6 +186,27 @@ def _load_previous(
     return records
 
 
+def _answer_chunk(
+    system: KinshipSystem, condition: KinshipCondition, todo: Sequence[ConditionQuery], k: int, source_id: str
+) -> list[SystemAnswer | Exception]:
+    """Answers for a chunk; when the whole call fails (a server outage mid-batch), each question is
+    asked again on its own so that only the failing ones are marked."""
+    try:
+        return run_sync(
+            system.answer_condition(condition, [cq.query.text for cq in todo], k, source_id=source_id)
+        )
+    except Exception as exc:
+        if len(todo) == 1:
+            return [exc]
+    out: list[SystemAnswer | Exception] = []
+    for cq in todo:
+        try:
+            out.extend(run_sync(system.answer_condition(condition, [cq.query.text], k, source_id=source_id)))
+        except Exception as exc:
+            out.append(exc)
+    return out
+
+
 def run_kinship(
     source: KinshipSource,
     system: KinshipSystem,
@@ -246,11 +267,7 @@ def run_kinship(
                 todo = [cq for cq, r in zip(sampled, chunk, strict=True) if r is None]
                 fresh: dict[str, dict[str, Any]] = {}
                 if todo:
-                    answers = run_sync(
-                        system.answer_condition(
-                            condition, [cq.query.text for cq in todo], k, source_id=f"{tag}/{condition.name}"
-                        )
-                    )
+                    answers = _answer_chunk(system, condition, todo, k, f"{tag}/{condition.name}")
                     fresh = {
                         cq.query.id: _record(cq, condition, k, a) for cq, a in zip(todo, answers, strict=True)
                     }
