@@ -13,17 +13,24 @@ from ragsense.embeddings import load_embedder
 
 
 def test_retriever_alone_finds_the_control_document(tmp_path: Path) -> None:
-    """The issue's target: control retrieval recall at k=5 of at least 0.95 (every query, 12 names)."""
+    """The issue's target: control retrieval recall at k=5 of at least 0.95 (every query, 12 names).
+
+    Hybrid retrieval meets it (measured 1.000); MiniLM alone does not quite (measured 0.918)."""
     source = generate_kinship_source(12, 3, seed=0)
-    system = RetrievalOnlySystem(None, load_embedder("minilm", cache=True), store_kind="faiss")
-    run = run_kinship(source, system, [5, 30], tmp_path, relations=["grandfather"])
-    by = {(r["k"], r["condition"]): r for r in run.results}
-    assert by[(5, "control")]["n"] == 208
-    assert by[(5, "control")]["retrieval_recall"] >= 0.95
-    assert by[(5, "control")]["accuracy"] is None  # nothing was answered
-    # Two-document questions: more retrieved documents, more of the chain found.
-    assert by[(30, "grandfather")]["retrieval_recall"] > by[(5, "grandfather")]["retrieval_recall"]
-    assert run.timings["generation"] == 0.0
+    embedder = load_embedder("minilm", cache=True)
+    recall = {}
+    for retrieval in ("dense", "hybrid"):
+        system = RetrievalOnlySystem(None, embedder, store_kind="faiss", retrieval=retrieval)
+        run = run_kinship(source, system, [5, 80], tmp_path / retrieval, relations=["grandfather"])
+        by = {(r["k"], r["condition"]): r for r in run.results}
+        assert by[(5, "control")]["n"] == 208
+        assert by[(5, "control")]["accuracy"] is None  # nothing was answered
+        # Two-document questions: more retrieved documents, more of the chain found.
+        assert by[(80, "grandfather")]["retrieval_recall"] > by[(5, "grandfather")]["retrieval_recall"]
+        assert run.timings["generation"] == 0.0
+        recall[retrieval] = by[(5, "control")]["retrieval_recall"]
+    assert recall["hybrid"] >= 0.95
+    assert 0.85 <= recall["dense"] < recall["hybrid"]
 
 
 @pytest.mark.model
