@@ -17,7 +17,7 @@ import tempfile
 from ragsense.bench.kinship import PipelineSystem, generate_kinship_source, run_kinship
 from ragsense.embeddings import load_embedder
 from ragsense.models import GenerationConfig, chat_available, load_model
-from ragsense.rag import GENERIC_EXAMPLES, RagPrompt
+from ragsense.rag import ANSWER_STOPS, GENERIC_EXAMPLES, RagPrompt
 
 
 def main() -> None:
@@ -29,7 +29,11 @@ def main() -> None:
     parser.add_argument("--relations", default="grandfather")
     parser.add_argument("--max-queries", type=int, default=24)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--stop", action="append", default=None, help="stop strings (default: the pipeline's ANSWER_STOPS)"
+    )
     args = parser.parse_args()
+    args.stop = args.stop or list(ANSWER_STOPS)
     model = load_model(args.model, threads=args.threads)
     embedder = load_embedder("minilm", cache=True)
     source = generate_kinship_source(args.names, args.generations, seed=0)
@@ -42,7 +46,7 @@ def main() -> None:
             embedder,
             prompt=prompt,
             prompt_format=fmt,  # type: ignore[arg-type]
-            generation=GenerationConfig(max_new_tokens=32, stop=("\n",)),
+            generation=GenerationConfig(max_new_tokens=32, stop=tuple(args.stop)),
         )
         with tempfile.TemporaryDirectory() as out:
             run = run_kinship(

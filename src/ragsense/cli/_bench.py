@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import importlib
 import importlib.util
 import sys
@@ -71,8 +72,9 @@ def add_parser(sub: Any) -> None:
     system.add_argument(
         "--retrieval",
         choices=["dense", "hybrid"],
-        default="dense",
-        help="dense: MiniLM cosine (default); hybrid: fused with BM25 keyword ranks (reciprocal rank fusion)",
+        default="hybrid",
+        help="hybrid (default): MiniLM cosine ranks fused with BM25 keyword ranks (reciprocal rank "
+        "fusion); dense: MiniLM cosine alone",
     )
     system.add_argument(
         "--prompt-format",
@@ -89,6 +91,13 @@ def add_parser(sub: Any) -> None:
     )
     system.add_argument("--few-shot", action="store_true", help="prepend two generic worked examples")
     system.add_argument("--max-new-tokens", type=int, default=32, help="answer length cap (default 32)")
+    system.add_argument(
+        "--stop",
+        action="append",
+        default=None,
+        help="a stop string (repeatable; escapes like \\n are decoded); default: a blank line, "
+        "'\\nQuestion:' or '\\nDocuments:'",
+    )
     add_model_options(kin)
     kin.set_defaults(run=run_kinship_command)
 
@@ -126,7 +135,7 @@ def run_kinship_command(args: argparse.Namespace) -> int:
     )
     from ragsense.cli._common import model_from_args
     from ragsense.models import GenerationConfig
-    from ragsense.rag import GENERIC_EXAMPLES, RagPrompt
+    from ragsense.rag import ANSWER_STOPS, GENERIC_EXAMPLES, RagPrompt
 
     source = generate_kinship_source(
         args.names, args.generations, seed=args.seed, distractor_share=args.distractors
@@ -154,6 +163,7 @@ def run_kinship_command(args: argparse.Namespace) -> int:
         from ragsense.embeddings import load_embedder
 
         generator = model_from_args(args)
+        stops = tuple(codecs.decode(x, "unicode_escape") for x in args.stop) if args.stop else ANSWER_STOPS
         prompt = RagPrompt(
             document_order=args.document_order, examples=GENERIC_EXAMPLES if args.few_shot else ()
         )
@@ -164,7 +174,7 @@ def run_kinship_command(args: argparse.Namespace) -> int:
             retrieval=args.retrieval,
             prompt=prompt,
             prompt_format=args.prompt_format,
-            generation=GenerationConfig(max_new_tokens=args.max_new_tokens, stop=("\n",)),
+            generation=GenerationConfig(max_new_tokens=args.max_new_tokens, stop=stops),
         )
         settings.update(
             model=generator.info.name,
@@ -176,6 +186,7 @@ def run_kinship_command(args: argparse.Namespace) -> int:
             document_order=args.document_order,
             few_shot=args.few_shot,
             max_new_tokens=args.max_new_tokens,
+            stop=list(stops),
             prompt_version=prompt.version,
         )
     source.write_csv(out / "source", hold_out=args.hold_out)

@@ -8,11 +8,18 @@
 from ragsense.rag._faiss import FaissVectorStore
 from ragsense.rag._hybrid import BM25, HybridStore
 from ragsense.rag._index import Hit, InMemoryVectorIndex
-from ragsense.rag._pipeline import DEFAULT_GENERATION, NaiveRagPipeline, RagAnswer, RetrievedDocument
+from ragsense.rag._pipeline import (
+    ANSWER_STOPS,
+    DEFAULT_GENERATION,
+    NaiveRagPipeline,
+    RagAnswer,
+    RetrievedDocument,
+)
 from ragsense.rag._prompt import DEFAULT_INSTRUCTION, GENERIC_EXAMPLES, FewShotExample, RagPrompt
 from ragsense.rag._store import VECTOR_STORE_KINDS, VectorStore, VectorStoreKind, open_vector_store
 
 __all__ = [
+    "ANSWER_STOPS",
     "BM25",
     "DEFAULT_GENERATION",
     "DEFAULT_INSTRUCTION",

@@ -80,6 +80,9 @@ def _ids_of(condition: KinshipCondition, texts: Sequence[str]) -> tuple[str, ...
 class PipelineSystem:
     """ragsense's :class:`~ragsense.rag.NaiveRagPipeline` over a vector store per condition.
 
+    ``retrieval="hybrid"`` (default) fuses the dense ranking with BM25 (:class:`~ragsense.rag.HybridStore`);
+    ``"dense"`` is the embedding ranking alone.
+
     Retrieval runs once per condition at the largest k asked so far and smaller k reuse its prefix
     (top-k is a prefix of top-K: the ranking is exact and ties follow store order). Generation is
     batched per (condition, k): all questions go to the generator in one call.
@@ -88,7 +91,7 @@ class PipelineSystem:
     generator: LanguageModel | None
     embedder: Embedder
     store_kind: VectorStoreKind = "faiss"
-    retrieval: Literal["dense", "hybrid"] = "dense"
+    retrieval: Literal["dense", "hybrid"] = "hybrid"
     prompt: RagPrompt = field(default_factory=RagPrompt)
     prompt_format: PromptFormat = "auto"
     generation: GenerationConfig = DEFAULT_GENERATION
