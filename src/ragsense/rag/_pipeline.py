@@ -35,7 +35,7 @@ DEFAULT_GENERATION = GenerationConfig(max_new_tokens=32, stop=ANSWER_STOPS)
 
 
 def first_line(text: str) -> str:
-    """The first non-empty line of a generation, stripped (the answer; the rest is run-on text).
+    r"""The first non-empty line of a generation, stripped (the answer; the rest is run-on text).
 
     >>> first_line("\n  Henry\nQuestion: who else?")
     'Henry'
