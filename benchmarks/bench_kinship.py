@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ragsense._async import run_sync
 from ragsense.bench.kinship import PipelineSystem, generate_kinship_source, parse_ks, run_kinship
 from ragsense.embeddings import load_embedder
 from ragsense.models import load_model
@@ -87,7 +88,7 @@ def main() -> None:
     question = [condition.queries[0].query.text]
     for k in ks:
         start = time.perf_counter()
-        __import__("asyncio").run(system.answer_condition(condition, question, k, source_id="bench/control"))
+        run_sync(system.answer_condition(condition, question, k, source_id="bench/control"))
         per_k_seconds[k] = time.perf_counter() - start
     full_queries = sum(len(c.queries) for c in source.conditions())
     projected = sum(per_k_seconds[k] * full_queries for k in ks)

@@ -35,46 +35,37 @@ PAPER = {
 }
 
 
+def _markdown(title: str, rows: list[list[str]]) -> list[str]:
+    """A titled Markdown table: one row per k, one column per condition."""
+    head = "| k | " + " | ".join(c.title() for c in COLUMNS) + " |"
+    sep = "|---" * (len(COLUMNS) + 1) + "|"
+    body = [f"| {k} | " + " | ".join(cells) + " |" for k, cells in zip(KS, rows, strict=True)]
+    return [title, "", head, sep, *body]
+
+
+def _cell(record: dict | None) -> str:
+    if record is None or record["accuracy"] is None:
+        return "—"
+    recall = record["retrieval_recall"]
+    return f"{record['accuracy']:.2f} ({'—' if recall is None else f'{recall:.2f}'})"
+
+
 def table(run_dir: Path) -> str:
     results = json.loads((run_dir / "results.json").read_text())
     settings = json.loads((run_dir / "run.json").read_text())["settings"]
     names = settings["source"]["names"]
     by = {(r["k"], r["condition"]): r for r in results}
-    head = "| k | " + " | ".join(c.title() for c in COLUMNS) + " |"
-    lines = [
-        f"**{settings.get('model', settings.get('system'))}, {names} names per list**",
-        "",
-        head,
-        "|---" * (len(COLUMNS) + 1) + "|",
-    ]
-    for k in KS:
-        cells = []
-        for c in COLUMNS:
-            r = by.get((k, c))
-            if r is None or r["accuracy"] is None:
-                cells.append("—")
-                continue
-            rec = "—" if r["retrieval_recall"] is None else f"{r['retrieval_recall']:.2f}"
-            cells.append(f"{r['accuracy']:.2f} ({rec})")
-        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    rows = [[_cell(by.get((k, c))) for c in COLUMNS] for k in KS]
+    lines = _markdown(f"**{settings.get('model', settings.get('system'))}, {names} names per list**", rows)
     n = {c: by[(KS[0], c)]["n"] for c in COLUMNS if (KS[0], c) in by}
     lines += ["", "Queries per condition: " + ", ".join(f"{c} {v}" for c, v in n.items()) + "."]
     return "\n".join(lines)
 
 
 def paper_table(names: int) -> str:
-    head = "| k | " + " | ".join(c.title() for c in COLUMNS) + " |"
-    lines = [
-        f'**Paper (LangChain: text-embedding-3-large + GPT-4o-mini), "{names} names"**',
-        "",
-        head,
-        "|---" * (len(COLUMNS) + 1) + "|",
-    ]
-    for k in KS:
-        row = PAPER[names][k]
-        cells = ["—"] * len(COLUMNS) if row is None else [f"{v:g}" for v in row]
-        lines.append(f"| {k} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    rows = [["—"] * len(COLUMNS) if (row := PAPER[names][k]) is None else [f"{v:g}" for v in row] for k in KS]
+    title = f'**Paper (LangChain: text-embedding-3-large + GPT-4o-mini), "{names} names"**'
+    return "\n".join(_markdown(title, rows))
 
 
 if __name__ == "__main__":

@@ -181,24 +181,28 @@ class OpenAIGenerationModel:
         return list(await asyncio.gather(*(self._generate_one(p, config) for p in prompts)))
 
     async def _generate_one(self, prompt: str, config: GenerationConfig) -> Generation:
+        body, choice = await self._complete("/completions", {"prompt": prompt}, config)
+        return _generation(body, choice, _get(choice, "text", str, "choices[0]"))
+
+    async def _complete(
+        self, path: str, request: dict[str, Any], config: GenerationConfig
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """POST a completion request (``/completions`` or ``/chat/completions``) with ``config``'s
+        decoding settings; returns the body and its first choice."""
         payload: dict[str, Any] = {
             "model": self.model_id,
-            "prompt": prompt,
+            **request,
             "max_tokens": config.max_new_tokens,
             "temperature": config.temperature,
             "seed": config.seed,
         }
         if config.stop:
             payload["stop"] = list(config.stop)
-        body = await self._post("/completions", payload)
+        body = await self._post(path, payload)
         choices = _get(body, "choices", list, "response")
-        if not choices:
+        if not choices or not isinstance(choices[0], dict):
             raise ModelCallError("malformed server response: choices is empty")
-        text = _get(choices[0], "text", str, "choices[0]")
-        finish = choices[0].get("finish_reason") or "stop"
-        usage = body.get("usage")
-        n_tokens = usage.get("completion_tokens") if isinstance(usage, dict) else 0
-        return Generation(text=text, finish_reason=str(finish), n_tokens=int(n_tokens or 0))
+        return body, choices[0]
 
     # -- SupportsChat --------------------------------------------------------------------------
     @property
@@ -212,27 +216,12 @@ class OpenAIGenerationModel:
         return list(await asyncio.gather(*(self._chat_one(c, config) for c in conversations)))
 
     async def _chat_one(self, conversation: Sequence[ChatMessage], config: GenerationConfig) -> Generation:
-        payload: dict[str, Any] = {
-            "model": self.model_id,
-            "messages": [{"role": m.role, "content": m.content} for m in conversation],
-            "max_tokens": config.max_new_tokens,
-            "temperature": config.temperature,
-            "seed": config.seed,
-        }
-        if config.stop:
-            payload["stop"] = list(config.stop)
-        body = await self._post("/chat/completions", payload)
-        choices = _get(body, "choices", list, "response")
-        if not choices:
-            raise ModelCallError("malformed server response: choices is empty")
-        message = _get(choices[0], "message", dict, "choices[0]")
-        content = message.get("content")
+        messages = [{"role": m.role, "content": m.content} for m in conversation]
+        body, choice = await self._complete("/chat/completions", {"messages": messages}, config)
+        content = _get(choice, "message", dict, "choices[0]").get("content")
         if not isinstance(content, str):
             raise ModelCallError("malformed server response: choices[0].message.content is not a string")
-        finish = choices[0].get("finish_reason") or "stop"
-        usage = body.get("usage")
-        n_tokens = usage.get("completion_tokens") if isinstance(usage, dict) else 0
-        return Generation(text=content, finish_reason=str(finish), n_tokens=int(n_tokens or 0))
+        return _generation(body, choice, content)
 
     # -- transport -----------------------------------------------------------------------------
     def _state(self) -> tuple[Any, asyncio.Semaphore]:
@@ -281,6 +270,14 @@ class OpenAIGenerationModel:
                 f"the server at {url} answered HTTP {resp.status_code}: {_error_message(resp)}"
             )
         return _json_body(resp, url)
+
+
+def _generation(body: dict[str, Any], choice: dict[str, Any], text: str) -> Generation:
+    usage = body.get("usage")
+    n_tokens = usage.get("completion_tokens") if isinstance(usage, dict) else 0
+    return Generation(
+        text=text, finish_reason=str(choice.get("finish_reason") or "stop"), n_tokens=int(n_tokens or 0)
+    )
 
 
 class _EndpointMissing(ModelCallError):

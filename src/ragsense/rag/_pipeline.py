@@ -75,6 +75,26 @@ class RagAnswer:
         return asdict(self)
 
 
+def resolve_prompt_format(prompt_format: PromptFormat, generator: LanguageModel) -> str:
+    """``"chat"`` or ``"plain"``: ``"auto"`` is chat when the generator has a chat format.
+
+    >>> from ragsense.models import load_model
+    >>> resolve_prompt_format("auto", load_model("fake")), resolve_prompt_format("plain", load_model("fake"))
+    ('chat', 'plain')
+    """
+    if prompt_format not in ("auto", "chat", "plain"):
+        raise ParameterError(f"must be auto, chat or plain, got {prompt_format!r}", parameter="prompt_format")
+    if prompt_format == "chat" and not chat_available(generator):
+        raise ParameterError(
+            f"{generator.info.name} has no chat format; use plain or auto", parameter="prompt_format"
+        )
+    return (
+        "chat"
+        if prompt_format == "chat" or (prompt_format == "auto" and chat_available(generator))
+        else "plain"
+    )
+
+
 def retrieve_documents(store: VectorStore, questions: Sequence[str], k: int) -> list[list[RetrievedDocument]]:
     """The top ``k`` documents of ``store`` per question, best first (ties in store order)."""
     ids, docs = store.ids, store.documents
@@ -122,19 +142,7 @@ class NaiveRagPipeline:
         self.generator = require(generator, SupportsGeneration, "the RAG pipeline")  # type: ignore[type-abstract]
         self.k = k
         self.prompt = prompt or RagPrompt()
-        if prompt_format not in ("auto", "chat", "plain"):
-            raise ParameterError(
-                f"must be auto, chat or plain, got {prompt_format!r}", parameter="prompt_format"
-            )
-        if prompt_format == "chat" and not chat_available(generator):
-            raise ParameterError(
-                f"{generator.info.name} has no chat format; use plain or auto", parameter="prompt_format"
-            )
-        self.prompt_format: str = (
-            "chat"
-            if prompt_format == "chat" or (prompt_format == "auto" and chat_available(generator))
-            else "plain"
-        )
+        self.prompt_format: str = resolve_prompt_format(prompt_format, generator)
         self.generation = generation
 
     def retrieve(self, questions: Sequence[str], k: int | None = None) -> list[list[RetrievedDocument]]:

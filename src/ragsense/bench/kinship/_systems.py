@@ -23,9 +23,15 @@ from typing import Any, Literal, Protocol
 from ragsense.bench.kinship._source import KinshipCondition
 from ragsense.embeddings import Embedder
 from ragsense.errors import BackendUnavailableError, ModelCallError, ParameterError
-from ragsense.models import GenerationConfig, LanguageModel, chat_available
+from ragsense.models import GenerationConfig, LanguageModel
 from ragsense.rag._hybrid import HybridStore
-from ragsense.rag._pipeline import DEFAULT_GENERATION, NaiveRagPipeline, RetrievedDocument, retrieve_documents
+from ragsense.rag._pipeline import (
+    DEFAULT_GENERATION,
+    NaiveRagPipeline,
+    RetrievedDocument,
+    resolve_prompt_format,
+    retrieve_documents,
+)
 from ragsense.rag._prompt import PromptFormat, RagPrompt
 from ragsense.rag._store import VectorStore, VectorStoreKind, open_vector_store
 
@@ -106,12 +112,7 @@ class PipelineSystem:
         """``chat`` or ``plain``: what ``prompt_format`` resolves to for this generator."""
         if self.generator is None:
             return "none"
-        return (
-            "chat"
-            if self.prompt_format == "chat"
-            or (self.prompt_format == "auto" and chat_available(self.generator))
-            else "plain"
-        )
+        return resolve_prompt_format(self.prompt_format, self.generator)
 
     def store(self, condition: KinshipCondition, source_id: str) -> VectorStore:
         if source_id not in self._stores:
