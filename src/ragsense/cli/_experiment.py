@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from ragsense.cli._common import add_model_options
+from ragsense.cli._correctness import add_perturbation_options, settings_from_args
 
 
 def add_parser(sub: Any) -> None:
@@ -21,6 +22,21 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="directory for per-item results (JSONL)")
     add_model_options(parser)
+    add_perturbation_options(parser)
+    group = parser.add_argument_group("correctness-* experiments")
+    group.add_argument(
+        "--metric",
+        choices=["cosine", "rouge_f1", "rouge_precision"],
+        default="cosine",
+        help="target correctness",
+    )
+    group.add_argument("--threshold", type=float, help="correctness threshold t (default: per metric)")
+    group.add_argument("--trees", type=int, default=2100, help="random-forest trees (default 2100)")
+    group.add_argument(
+        "--aggregates",
+        default="mean",
+        help="NLL summaries per place, comma-separated: mean, max (default mean)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -29,12 +45,24 @@ def run(args: argparse.Namespace) -> int:
     from ragsense.experiments import EXPERIMENTS
 
     experiment = EXPERIMENTS[args.name]
+    options: dict[str, Any] = {}
+    if args.name.startswith("correctness"):
+        options = {
+            "perturbation_model": args.pm,
+            "settings": settings_from_args(args),
+            "metric": args.metric,
+            "threshold": args.threshold,
+            "n_trees": args.trees,
+            "aggregates": tuple(a.strip() for a in args.aggregates.split(",") if a.strip()),
+            "cache": args.cache_dir,
+        }
     figures = experiment(
         model=model_from_args(args),
         data=args.data,
         limit=args.limit,
         seed=args.seed,
         out=args.out,
+        **options,
     )
     print(json.dumps(figures, sort_keys=True, allow_nan=False))
     return 0

@@ -16,6 +16,7 @@ _TARGETS = {
     "consens-pubmedqa-partial": "ragsense.experiments._consens:consens_pubmedqa_partial",
     "consens-pubmedqa-partial-sentences": "ragsense.experiments._consens:consens_pubmedqa_partial_sentences",
     "consens-pubmedqa-attribution": "ragsense.experiments._consens:consens_pubmedqa_attribution",
+    "correctness-squad": "ragsense.experiments._correctness:correctness_squad",
 }
 
 

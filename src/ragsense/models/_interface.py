@@ -125,6 +125,37 @@ class SupportsGeneration(LanguageModel, Protocol):
 
 
 @dataclass(frozen=True)
+class ScoredGeneration:
+    """A greedy generation together with the log-probabilities of its prompt and its output.
+
+    ``prompt`` scores every prompt token the model can score: all of them when the tokenizer adds a
+    BOS token, all but the first otherwise; its offsets are relative to the prompt string.
+    ``output_logprobs`` covers every generated token, the one that completed a stop string included
+    (so an answer that is cut to the empty string still has the log-probability of ending).
+    ``text`` is cut at the stop string, as :meth:`SupportsGeneration.generate` cuts it.
+    """
+
+    text: str
+    finish_reason: str
+    prompt: ContinuationScore
+    output_tokens: tuple[str, ...]
+    output_logprobs: tuple[float, ...]
+
+
+@runtime_checkable
+class SupportsScoredGeneration(LanguageModel, Protocol):
+    """Capability: greedy generation that also returns prompt and output log-probabilities.
+
+    One forward pass over the prompt serves both, which halves the cost of the correctness features
+    compared to :meth:`SupportsGeneration.generate` followed by :meth:`SupportsLogprobs.score`.
+    """
+
+    async def generate_scored(
+        self, prompts: Sequence[str], config: GenerationConfig
+    ) -> list[ScoredGeneration]: ...
+
+
+@dataclass(frozen=True)
 class ChatMessage:
     """One turn of a conversation."""
 

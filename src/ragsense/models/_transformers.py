@@ -18,13 +18,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragsense.errors import BackendUnavailableError, CapabilityError, ModelNotFoundError
+from ragsense.errors import BackendUnavailableError, CapabilityError, ModelNotFoundError, ParameterError
 from ragsense.models._interface import (
     ChatMessage,
     ContinuationScore,
     Generation,
     GenerationConfig,
     ModelInfo,
+    ScoredGeneration,
     ScoreRequest,
 )
 
@@ -261,6 +262,119 @@ class TransformersModel:
             return bool(torch.allclose(full, mine, atol=1e-4, rtol=1e-4))
         except (AttributeError, TypeError):
             return False
+
+    # -- Token-level access (the correctness perturber) ----------------------------------------
+    @property
+    def torch_device(self) -> Any:
+        return self._device
+
+    def forward_hidden(self, ids: torch.Tensor, cache: Any = None) -> tuple[torch.Tensor, Any]:
+        """Run the body on ``ids`` (shape ``[batch, n]``) after an optional KV ``cache``.
+
+        Returns ``(states, cache)``: ``states`` go through :meth:`lm_head` to give logits. They are the
+        last hidden states when the head shortcut is valid for this architecture, else the logits
+        themselves (and :meth:`lm_head` is then the identity). Call under ``torch.inference_mode()``.
+        """
+        ids = ids.to(self._device)
+        if self._head_only_ok:
+            out = self._model.base_model(input_ids=ids, past_key_values=cache, use_cache=True)
+            return out.last_hidden_state, out.past_key_values
+        out = self._model(input_ids=ids, past_key_values=cache, use_cache=True)
+        return out.logits, out.past_key_values
+
+    def lm_head(self, states: torch.Tensor) -> torch.Tensor:
+        """float32 logits for states from :meth:`forward_hidden` (softcapping applied)."""
+        if self._head_only_ok:
+            return self._head(states).float()
+        return states.float()
+
+    def token_logprobs(self, states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """``log p(targets[i] | states[i])`` for rows of states, in chunks that bound the logits buffer."""
+        th = self._torch
+        picked = []
+        for start in range(0, states.shape[0], _HEAD_CHUNK):
+            logits = self.lm_head(states[start : start + _HEAD_CHUNK])
+            target = targets[start : start + _HEAD_CHUNK, None].to(logits.device)
+            picked.append(logits.gather(1, target)[:, 0] - th.logsumexp(logits, dim=-1))
+        result: torch.Tensor = th.cat(picked) if picked else th.zeros(0)
+        return result
+
+    # -- SupportsScoredGeneration --------------------------------------------------------------
+    async def generate_scored(
+        self, prompts: Sequence[str], config: GenerationConfig
+    ) -> list[ScoredGeneration]:
+        return self.generate_scored_sync(prompts, config)
+
+    def generate_scored_sync(
+        self, prompts: Sequence[str], config: GenerationConfig
+    ) -> list[ScoredGeneration]:
+        """Greedy decoding, one prompt at a time, reusing the prompt pass for the prompt's log-probs.
+
+        The prompt is tokenized as :meth:`generate_sync` tokenizes it (special tokens added); the LM
+        head runs over the prompt once (its log-probs are wanted) and then on one position per step.
+        """
+        if config.temperature > 0:
+            raise ParameterError("scored generation is greedy; use temperature 0", parameter="temperature")
+        return [self._generate_scored_one(prompt, config) for prompt in prompts]
+
+    def _generate_scored_one(self, prompt: str, config: GenerationConfig) -> ScoredGeneration:
+        torch = self._torch
+        tok = self._tokenizer
+        enc = tok(prompt, add_special_tokens=True, return_offsets_mapping=True)
+        ids: list[int] = list(enc["input_ids"])
+        offsets: list[tuple[int, int]] = [tuple(o) for o in enc["offset_mapping"]]
+        if len(ids) + config.max_new_tokens > self._info.context_window:
+            raise ValueError(
+                f"prompt is {len(ids)} tokens; with {config.max_new_tokens} new tokens it is over the "
+                f"context window of {self._info.context_window}; truncate the context first"
+            )
+        eos = tok.eos_token_id
+        generated: list[int] = []
+        out_lp: list[float] = []
+        finish = "length"
+        with torch.inference_mode():
+            states, cache = self.forward_hidden(torch.tensor([ids], dtype=torch.long))
+            targets = torch.tensor(ids[1:], dtype=torch.long)
+            prompt_lp = self.token_logprobs(states[0, :-1], targets).cpu().tolist()
+            last = states[0, -1:]
+            for _ in range(config.max_new_tokens):
+                logprobs = torch.log_softmax(self.lm_head(last)[0], dim=-1)
+                nxt = int(torch.argmax(logprobs))
+                generated.append(nxt)
+                out_lp.append(float(logprobs[nxt]))
+                if nxt == eos:
+                    finish = "stop"
+                    break
+                if config.stop and any(
+                    s in tok.decode(generated, skip_special_tokens=True) for s in config.stop
+                ):
+                    finish = "stop"
+                    break
+                states, cache = self.forward_hidden(torch.tensor([[nxt]], dtype=torch.long), cache)
+                last = states[0, -1:]
+        text = tok.decode(generated, skip_special_tokens=True)
+        for stop in config.stop:
+            cut = text.find(stop)
+            if cut >= 0:
+                text = text[:cut]
+        special = set(tok.all_special_ids)
+        # Position 0 has no left context: it is scored only when it is a special (BOS) token, i.e. never.
+        first = 1
+        while first < len(ids) and ids[first] in special and offsets[first][0] == offsets[first][1]:
+            first += 1
+        prompt_score = ContinuationScore(
+            tokens=tuple(tok.convert_ids_to_tokens(ids[first:])),
+            offsets=tuple(offsets[first:]),
+            logprobs=tuple(prompt_lp[first - 1 :]),
+            prompt_tokens=first,
+        )
+        return ScoredGeneration(
+            text=text,
+            finish_reason=finish,
+            prompt=prompt_score,
+            output_tokens=tuple(tok.convert_ids_to_tokens(generated)),
+            output_logprobs=tuple(out_lp),
+        )
 
     # -- SupportsGeneration --------------------------------------------------------------------
     async def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[Generation]:
