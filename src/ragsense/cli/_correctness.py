@@ -79,7 +79,7 @@ def add_parser(sub: Any) -> None:
     train = actions.add_parser("train", help="fit the random forest on a features file with references")
     train.add_argument("features", help="JSONL written by 'ragsense correctness features'")
     train.add_argument("-o", "--output", required=True, help="estimator file (.npz)")
-    _add_target_options(train)
+    add_target_options(train)
     train.add_argument(
         "--trees", type=int, default=2100, help="random-forest trees (default 2100, as the paper)"
     )
@@ -109,7 +109,8 @@ def add_parser(sub: Any) -> None:
     predict.set_defaults(run=run_predict)
 
 
-def _add_target_options(parser: argparse.ArgumentParser) -> None:
+def add_target_options(parser: Any) -> None:
+    """--metric and --threshold (shared with ``ragsense experiment``)."""
     parser.add_argument(
         "--metric",
         choices=["cosine", "rouge_f1", "rouge_precision"],

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from ragsense.cli._common import add_model_options
-from ragsense.cli._correctness import add_perturbation_options, settings_from_args
+from ragsense.cli._correctness import add_perturbation_options, add_target_options, settings_from_args
 
 
 def add_parser(sub: Any) -> None:
@@ -24,13 +24,7 @@ def add_parser(sub: Any) -> None:
     add_model_options(parser)
     add_perturbation_options(parser)
     group = parser.add_argument_group("correctness-* experiments")
-    group.add_argument(
-        "--metric",
-        choices=["cosine", "rouge_f1", "rouge_precision"],
-        default="cosine",
-        help="target correctness",
-    )
-    group.add_argument("--threshold", type=float, help="correctness threshold t (default: per metric)")
+    add_target_options(group)
     group.add_argument("--trees", type=int, default=2100, help="random-forest trees (default 2100)")
     group.add_argument(
         "--aggregates",

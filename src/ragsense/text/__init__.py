@@ -6,11 +6,15 @@ Pure Python: no model is loaded here. Typical use inside a metric::
     alignment = align_tokens_to_words(selection.words, score.offsets)  # offsets relative to answer
     kept_rows = [alignment[i] for i in selection.kept_indices]
     per_word = word_logprob_sums(score.logprobs, kept_rows, selection.kept)
+
+Sentences of a context and atomic statements of an answer, for per-statement judging (VERA), come from
+``split_sentences`` and ``split_statements``: fixed rules, offsets into the original text.
 """
 
 from ragsense.text._align import align_tokens_to_words, word_logprob_sums
 from ragsense.text._closed_class import CLOSED_CLASS_WORDS, is_closed_class
 from ragsense.text._content import ContentSelection, DropReason, Fallback, content_words
+from ragsense.text._statements import Span, split_sentences, split_statements
 from ragsense.text._words import Word, normalize_word, split_words
 
 __all__ = [
@@ -18,11 +22,14 @@ __all__ = [
     "ContentSelection",
     "DropReason",
     "Fallback",
+    "Span",
     "Word",
     "align_tokens_to_words",
     "content_words",
     "is_closed_class",
     "normalize_word",
+    "split_sentences",
+    "split_statements",
     "split_words",
     "word_logprob_sums",
 ]
