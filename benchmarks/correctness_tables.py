@@ -24,6 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ragsense.correctness import (
+    DEFAULT_AGGREGATES,
     DEFAULT_THRESHOLDS,
     CorrectnessEstimator,
     FeatureExtractor,
@@ -43,10 +44,10 @@ CONFIGS: list[tuple[str, str, PerturbationSettings]] = [
     ("ss-en", "same", PerturbationSettings(how="single_shot")),
     ("ss-rd", "same", PerturbationSettings(how="single_shot", where="random")),
     ("it-rd", "same", PerturbationSettings(where="random")),
-    ("k25", "same", PerturbationSettings(k=25)),
     ("gemma-ss-en", "gemma3-270m", PerturbationSettings(how="single_shot")),
-    ("gemma-it-en", "gemma3-270m", DEFAULT),
+    ("k25", "same", PerturbationSettings(k=25)),
     ("infill", "same", PerturbationSettings(fill="infill")),
+    ("gemma-it-en", "gemma3-270m", DEFAULT),
     ("k10", "same", PerturbationSettings(k=10)),
     ("k20", "same", PerturbationSettings(k=20)),
     ("gemma-ss-rd", "gemma3-270m", PerturbationSettings(how="single_shot", where="random")),
@@ -102,7 +103,7 @@ def compute(args: argparse.Namespace) -> None:
         features = [f for f, _ in keep]
         metrics = ["cosine", "rouge_f1", "rouge_precision"] if name == "default" else ["cosine"]
         aggregate_sets: list[tuple[str, ...]] = (
-            [("mean",), ("mean", "max")] if name == "default" else [("mean",)]
+            [("mean",), DEFAULT_AGGREGATES] if name == "default" else [DEFAULT_AGGREGATES]
         )
         with out.open("a", encoding="utf-8") as handle:
             for metric in metrics:
@@ -129,7 +130,8 @@ def compute(args: argparse.Namespace) -> None:
 
 def tables(args: argparse.Namespace) -> None:
     rows = [json.loads(x) for x in Path(args.out).read_text().splitlines()]
-    cos = {r["config"]: r for r in rows if r["metric"] == "cosine" and r["aggregates"] == ["mean"]}
+    main = list(DEFAULT_AGGREGATES)
+    cos = {r["config"]: r for r in rows if r["metric"] == "cosine" and r["aggregates"] == main}
 
     def line(label: str, r: dict[str, Any] | None, paper: str) -> str:
         if r is None:
@@ -173,7 +175,7 @@ def tables(args: argparse.Namespace) -> None:
     print(line("left context", cos.get("default"), "-"))
     print(line("infill (left + 4 right tokens, 4 candidates)", cos.get("infill"), "-"))
     print("\nTarget correctness metric (default setting):\n" + head)
-    by_metric = {r["metric"]: r for r in rows if r["config"] == "default" and r["aggregates"] == ["mean"]}
+    by_metric = {r["metric"]: r for r in rows if r["config"] == "default" and r["aggregates"] == main}
     for metric, paper in (
         ("cosine", "0.710 / 0.791 / 0.735 (MSE 0.004)"),
         ("rouge_f1", "0.778 / 0.715 / 0.719 (MSE 0.016)"),
@@ -183,12 +185,46 @@ def tables(args: argparse.Namespace) -> None:
     print("\nNLL summary per place (default setting, cosine):\n" + head)
     for r in rows:
         if r["config"] == "default" and r["metric"] == "cosine":
-            print(line("+".join(r["aggregates"]), r, "mean only"))
+            print(line("+".join(r["aggregates"]), r, "mean (the paper's)"))
     print("\nSeconds per sample (perturbation + Perturbed condition; Baseline/Normal cached):")
     for r in rows:
-        if r["metric"] == "cosine" and r["aggregates"] == ["mean"]:
+        if r["metric"] == "cosine" and r["aggregates"] == main:
             setting = f"{r['pm']}, {r['perturbation']}, n={r['n']}, errors {r['errors']}"
             print(f"- {r['config']}: {r['seconds_per_sample']} s ({setting})")
+
+
+def forest_check(args: argparse.Namespace) -> None:
+    """Random-forest settings on the same cross-validation (default features, 300 trees for speed)."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    base = load_model("smollm2-135m")
+    train, _ = squad_split(args.data, None, 0)
+    samples = train[: args.n]
+    extractor = FeatureExtractor(base, settings=DEFAULT, cache_dir=cache_dir() / "correctness")
+    features = [f for f in extractor.extract_many(samples) if isinstance(f, SampleFeatures)]
+    targets = correctness_targets([f.answer for f in features], [s.references for s in samples], "cosine")
+    for aggregates in (("mean",), DEFAULT_AGGREGATES):
+        x = [f.vector(aggregates) for f in features]
+        for leaf in (1, 5, 10, 20):
+            for max_features in (1.0, 0.33):
+                predicted = [0.0] * len(x)
+                for fold in range(5):
+                    test = [i for i in range(len(x)) if i % 5 == fold]
+                    fit = [i for i in range(len(x)) if i % 5 != fold]
+                    forest = RandomForestRegressor(
+                        n_estimators=300,
+                        random_state=0,
+                        n_jobs=2,
+                        min_samples_leaf=leaf,
+                        max_features=max_features,
+                    ).fit([x[i] for i in fit], [targets[i] for i in fit])
+                    for i, v in zip(test, forest.predict([x[i] for i in test]).tolist(), strict=True):
+                        predicted[i] = v
+                result = evaluate_estimates(predicted, targets, DEFAULT_THRESHOLDS["cosine"])
+                print(
+                    f"{'+'.join(aggregates):9} min_leaf={leaf:<3} max_features={max_features:<5} "
+                    f"AUROC {result['auroc']}  MSE {result['mse']}"
+                )
 
 
 def main() -> None:
@@ -198,8 +234,14 @@ def main() -> None:
     parser.add_argument("--configs", help="comma-separated subset of configuration names")
     parser.add_argument("--out", default="docs/results/correctness/ablation.jsonl")
     parser.add_argument("--tables", action="store_true", help="print the tables from --out and exit")
+    parser.add_argument("--forest-check", action="store_true", help="compare random-forest settings and exit")
     args = parser.parse_args()
-    tables(args) if args.tables else compute(args)
+    if args.forest_check:
+        forest_check(args)
+    elif args.tables:
+        tables(args)
+    else:
+        compute(args)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,7 @@ def add_parser(sub: Any) -> None:
         "--trees", type=int, default=2100, help="random-forest trees (default 2100, as the paper)"
     )
     train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--aggregates", default="mean,max", help="NLL summaries per place (default mean,max)")
     train.set_defaults(run=run_train)
 
     evaluate = actions.add_parser(

@@ -28,8 +28,8 @@ def add_parser(sub: Any) -> None:
     group.add_argument("--trees", type=int, default=2100, help="random-forest trees (default 2100)")
     group.add_argument(
         "--aggregates",
-        default="mean",
-        help="NLL summaries per place, comma-separated: mean, max (default mean)",
+        default="mean,max",
+        help="NLL summaries per place, comma-separated: mean, max (default mean,max)",
     )
     parser.set_defaults(run=run)
 

@@ -13,6 +13,7 @@ random forest that predicts how close the Normal answer is to the ground truth.
 """
 
 from ragsense.correctness._estimator import (
+    DEFAULT_AGGREGATES,
     DEFAULT_THRESHOLDS,
     DEFAULT_TREES,
     CorrectnessEstimate,
@@ -33,6 +34,7 @@ from ragsense.correctness._targets import METRICS, Metric, correctness_targets, 
 
 __all__ = [
     "CONDITIONS",
+    "DEFAULT_AGGREGATES",
     "DEFAULT_THRESHOLDS",
     "DEFAULT_TREES",
     "INSTRUCTION",

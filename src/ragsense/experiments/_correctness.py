@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsense.correctness import (
+    DEFAULT_AGGREGATES,
     CorrectnessEstimator,
     CorrectnessSample,
     FeatureExtractor,
@@ -78,7 +79,7 @@ def correctness_squad(
     metric: Metric = "cosine",
     threshold: float | None = None,
     n_trees: int = 2100,
-    aggregates: tuple[str, ...] = ("mean",),
+    aggregates: tuple[str, ...] = DEFAULT_AGGREGATES,
     cache: str | None = None,
 ) -> dict[str, Any]:
     """Train on the training part, evaluate on the evaluation part; returns the figures."""
@@ -138,6 +139,7 @@ def correctness_squad(
         n_errors=len(errors),
         errors=errors[:10],
         metric=metric,
+        aggregates=list(aggregates),
         base_model=base.info.name,
         perturbation_model=(pm or base).info.name,
         perturbation=(settings or PerturbationSettings()).label,
