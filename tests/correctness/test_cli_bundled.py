@@ -108,6 +108,8 @@ def test_experiment_prints_the_figures_as_its_last_line(
         [
             "experiment",
             "correctness-squad",
+            "--data",
+            str(shared_data / "squad_v2" / "dev-v2.0.json"),
             "--limit",
             "10",
             "--trees",

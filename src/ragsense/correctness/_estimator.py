@@ -49,7 +49,7 @@ def evaluate_estimates(
     compare ``estimate >= t`` with it. AUROC is ``None`` when the labels hold one class only.
 
     >>> evaluate_estimates([0.9, 0.2, 0.8, 0.4], [1.0, 0.1, 0.6, 0.3], threshold=0.5)
-    {'mse': 0.0325, 'auroc': 1.0, 'accuracy': 0.75, 'f1': 0.8, 'threshold': 0.5, 'n': 4, 'positives': 2}
+    {'mse': 0.0175, 'auroc': 1.0, 'accuracy': 1.0, 'f1': 1.0, 'threshold': 0.5, 'n': 4, 'positives': 2}
     """
     from ragsense.experiments._stats import roc_auc
 

@@ -64,7 +64,7 @@ def correctness_targets(
     An answer with no reference raises :class:`InputError` naming its row and the ``reference`` field.
 
     >>> correctness_targets(["the Normans"], [["Normans", "the Norse"]], "rouge_f1")
-    [1.0]
+    [0.6667]
     """
     if metric not in METRICS:
         raise ValueError(f"unknown correctness metric {metric!r}; choose from {', '.join(METRICS)}")
