@@ -227,6 +227,43 @@ def forest_check(args: argparse.Namespace) -> None:
                 )
 
 
+def split_details(args: argparse.Namespace) -> None:
+    """The default setting on the ``--limit 300`` split: the threshold sweep of the evaluation estimates,
+    single-feature AUROCs over all 300 samples, and how often the answer changes between conditions."""
+    import tempfile
+
+    from ragsense.experiments._correctness import correctness_squad
+    from ragsense.experiments._stats import roc_auc
+
+    with tempfile.TemporaryDirectory() as tmp:
+        correctness_squad(limit=300, out=tmp, cache=str(cache_dir() / "correctness"))
+        rows = [json.loads(x) for x in (Path(tmp) / "eval.jsonl").read_text().splitlines()]
+    estimates, targets = [r["estimate"] for r in rows], [r["target"] for r in rows]
+    for t in (0.5, 0.6, 0.7, 0.8, 0.9):
+        print("threshold", json.dumps(evaluate_estimates(estimates, targets, t)))
+    base = load_model("smollm2-135m")
+    train, evaluation = squad_split(args.data, 300, 0)
+    samples = train + evaluation
+    extractor = FeatureExtractor(base, settings=DEFAULT, cache_dir=cache_dir() / "correctness")
+    features = [f for f in extractor.extract_many(samples) if isinstance(f, SampleFeatures)]
+    y = correctness_targets([f.answer for f in features], [s.references for s in samples], "cosine")
+    label = [v >= DEFAULT_THRESHOLDS["cosine"] for v in y]
+    names = CorrectnessEstimator().feature_names
+    vectors = [f.vector(DEFAULT_AGGREGATES) for f in features]
+    ranked = []
+    for j, name in enumerate(names):
+        pos = [-v[j] for v, lab in zip(vectors, label, strict=True) if lab]
+        neg = [-v[j] for v, lab in zip(vectors, label, strict=True) if not lab]
+        ranked.append((roc_auc(pos, neg), name))
+    for auroc, name in sorted(ranked, reverse=True)[:6]:
+        print(f"single feature {name}: AUROC {auroc:.3f} (lower NLL ranks higher; n={len(y)})")
+    same_perturbed = sum(f.perturbed.answer == f.normal.answer for f in features)
+    same_baseline = sum(f.baseline.answer == f.normal.answer for f in features)
+    print(
+        f"answers equal to the Normal one: perturbed {same_perturbed}, baseline {same_baseline} of {len(y)}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100, help="training-part samples used")
@@ -235,8 +272,13 @@ def main() -> None:
     parser.add_argument("--out", default="docs/results/correctness/ablation.jsonl")
     parser.add_argument("--tables", action="store_true", help="print the tables from --out and exit")
     parser.add_argument("--forest-check", action="store_true", help="compare random-forest settings and exit")
+    parser.add_argument(
+        "--split-details", action="store_true", help="threshold sweep and single features, limit 300"
+    )
     args = parser.parse_args()
-    if args.forest_check:
+    if args.split_details:
+        split_details(args)
+    elif args.forest_check:
         forest_check(args)
     elif args.tables:
         tables(args)
