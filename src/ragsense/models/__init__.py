@@ -11,6 +11,7 @@
 from ragsense.models._bundled import BUNDLED_MODELS, cache_dir
 from ragsense.models._interface import (
     ChatMessage,
+    ChoiceRequest,
     ContinuationScore,
     Generation,
     GenerationConfig,
@@ -19,6 +20,7 @@ from ragsense.models._interface import (
     ScoredGeneration,
     ScoreRequest,
     SupportsChat,
+    SupportsChoiceScoring,
     SupportsGeneration,
     SupportsLogprobs,
     SupportsScoredGeneration,
@@ -31,6 +33,7 @@ __all__ = [
     "BUNDLED_MODELS",
     "DEFAULT_MODEL",
     "ChatMessage",
+    "ChoiceRequest",
     "ContinuationScore",
     "Generation",
     "GenerationConfig",
@@ -39,6 +42,7 @@ __all__ = [
     "ScoreRequest",
     "ScoredGeneration",
     "SupportsChat",
+    "SupportsChoiceScoring",
     "SupportsGeneration",
     "SupportsLogprobs",
     "SupportsScoredGeneration",

@@ -67,12 +67,19 @@ class ContinuationScore:
 
 @dataclass(frozen=True)
 class GenerationConfig:
-    """Decoding settings. The default is greedy decoding, which is deterministic."""
+    """Decoding settings. The default is greedy decoding, which is deterministic.
+
+    ``json_schema`` (the JSON text of a JSON schema) asks a chat backend for structured output: the
+    reply is a JSON document valid under the schema. OpenAI-compatible servers get it as
+    ``response_format``; a backend that cannot honour it raises
+    :class:`~ragsense.errors.CapabilityError` rather than returning free text.
+    """
 
     max_new_tokens: int = 128
     temperature: float = 0.0
     stop: tuple[str, ...] = ()
     seed: int = 0
+    json_schema: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,32 @@ class SupportsLogprobs(LanguageModel, Protocol):
     async def score(self, requests: Sequence[ScoreRequest]) -> list[ContinuationScore]:
         """Score many requests; the backend batches them. Results come back in request order."""
         ...
+
+
+@dataclass(frozen=True)
+class ChoiceRequest:
+    """Score each of ``choices`` as a continuation of ``prompt`` (a judge picking a label).
+
+    Each choice is scored exactly as ``ScoreRequest(prompt, choice)`` would be (joint tokenization);
+    the result is the sum of its token log-probabilities. ``shared_prefix`` is the number of leading
+    characters of ``prompt`` that many requests share (instructions and few-shot examples): a backend
+    may keep their KV state between calls. It must not change any result, bit for bit.
+    """
+
+    prompt: str
+    choices: tuple[str, ...]
+    shared_prefix: int = 0
+
+
+@runtime_checkable
+class SupportsChoiceScoring(LanguageModel, Protocol):
+    """Capability: total log-probability of each of a few continuations of one prompt.
+
+    One pass over the prompt serves every choice, which is what makes label-scoring judges cheap.
+    Backends without it are served by :meth:`SupportsLogprobs.score` on one request per choice.
+    """
+
+    async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[tuple[float, ...]]: ...
 
 
 @runtime_checkable
