@@ -31,6 +31,13 @@ def add_parser(sub: Any) -> None:
         default="mean,max",
         help="NLL summaries per place, comma-separated: mean, max (default mean,max)",
     )
+    vera = parser.add_argument_group("vera-* experiments (--model is the judge)")
+    vera.add_argument("--generator", help="model that answers (default: the bundled smollm2-135m)")
+    vera.add_argument("--judge-mode", choices=("auto", "labels", "structured"), default="auto")
+    vera.add_argument("--splitter", choices=("auto", "rules", "judge"), default="auto")
+    vera.add_argument("--adherence-signal", choices=("judge", "consens", "combined"), default="judge")
+    vera.add_argument("--calibrate", action="store_true", help="content-free calibration of label scores")
+    vera.add_argument("--no-judge-cache", action="store_true", help="do not read or write the judge cache")
     parser.set_defaults(run=run)
 
 
@@ -49,6 +56,18 @@ def run(args: argparse.Namespace) -> int:
             "n_trees": args.trees,
             "aggregates": tuple(a.strip() for a in args.aggregates.split(",") if a.strip()),
             "cache": args.cache_dir,
+        }
+    if args.name.startswith("vera"):
+        options = {
+            "generator": args.generator,
+            "vera_options": {
+                "judge_mode": args.judge_mode,
+                "splitter": args.splitter,
+                "adherence_signal": args.adherence_signal,
+                "calibrate": args.calibrate,
+                "cache": not args.no_judge_cache,
+                "cache_dir": args.cache_dir,
+            },
         }
     figures = experiment(
         model=model_from_args(args),

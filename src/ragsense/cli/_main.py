@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from ragsense._version import __version__
-from ragsense.cli import _bench, _correctness, _experiment, _grounding, _models, _serve
+from ragsense.cli import _bench, _correctness, _experiment, _grounding, _models, _serve, _vera
 from ragsense.errors import RagsenseError
 
 
@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ragsense {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (_grounding, _correctness, _experiment, _bench, _models, _serve):
+    for module in (_grounding, _correctness, _vera, _experiment, _bench, _models, _serve):
         module.add_parser(sub)
     return parser
 

@@ -17,6 +17,7 @@ _TARGETS = {
     "consens-pubmedqa-partial-sentences": "ragsense.experiments._consens:consens_pubmedqa_partial_sentences",
     "consens-pubmedqa-attribution": "ragsense.experiments._consens:consens_pubmedqa_attribution",
     "correctness-squad": "ragsense.experiments._correctness:correctness_squad",
+    "vera-squad": "ragsense.experiments._vera:vera_squad",
 }
 
 

@@ -14,6 +14,9 @@ from ragsense.rag._pipeline import (
     NaiveRagPipeline,
     RagAnswer,
     RetrievedDocument,
+    first_line,
+    generate_answers,
+    resolve_prompt_format,
 )
 from ragsense.rag._prompt import DEFAULT_INSTRUCTION, GENERIC_EXAMPLES, FewShotExample, RagPrompt
 from ragsense.rag._store import VECTOR_STORE_KINDS, VectorStore, VectorStoreKind, open_vector_store
@@ -36,5 +39,8 @@ __all__ = [
     "RetrievedDocument",
     "VectorStore",
     "VectorStoreKind",
+    "first_line",
+    "generate_answers",
     "open_vector_store",
+    "resolve_prompt_format",
 ]

@@ -17,6 +17,7 @@ from typing import Any
 from ragsense._async import run_sync
 from ragsense.errors import ParameterError
 from ragsense.models import (
+    Generation,
     GenerationConfig,
     LanguageModel,
     SupportsChat,
@@ -107,6 +108,29 @@ def retrieve_documents(store: VectorStore, questions: Sequence[str], k: int) -> 
     ]
 
 
+async def generate_answers(
+    generator: SupportsGeneration,
+    questions: Sequence[str],
+    documents: Sequence[Sequence[str]],
+    *,
+    prompt: RagPrompt,
+    prompt_format: str,
+    generation: GenerationConfig = DEFAULT_GENERATION,
+) -> list[Generation]:
+    """Let ``generator`` answer each question from its documents (best first), batched.
+
+    ``prompt_format`` is ``"chat"`` or ``"plain"`` (see :func:`resolve_prompt_format`). The documents
+    must already fit the generator's window (:class:`NaiveRagPipeline` drops the lowest-ranked ones).
+    """
+    if prompt_format == "chat":
+        if not isinstance(generator, SupportsChat):
+            raise ParameterError(f"{generator.info.name} cannot chat", parameter="prompt_format")
+        conversations = [prompt.render_chat(q, t) for q, t in zip(questions, documents, strict=True)]
+        return await generator.chat(conversations, generation)
+    prompts = [prompt.render_plain(q, t) for q, t in zip(questions, documents, strict=True)]
+    return await generator.generate(prompts, generation)
+
+
 class NaiveRagPipeline:
     """Retrieve the top ``k`` documents from ``store`` and let ``generator`` answer from them.
 
@@ -172,14 +196,14 @@ class NaiveRagPipeline:
             raise ValueError("one list of retrieved documents per question is needed")
         fitted = [self._fit(q, list(docs)) for q, docs in zip(questions, retrieved, strict=True)]
         texts = [[d.text for d in docs] for docs, _ in fitted]
-        if self.prompt_format == "chat":
-            chat_model = self.generator
-            assert isinstance(chat_model, SupportsChat)  # checked in __init__
-            conversations = [self.prompt.render_chat(q, t) for q, t in zip(questions, texts, strict=True)]
-            generations = await chat_model.chat(conversations, self.generation)
-        else:
-            prompts = [self.prompt.render_plain(q, t) for q, t in zip(questions, texts, strict=True)]
-            generations = await self.generator.generate(prompts, self.generation)
+        generations = await generate_answers(
+            self.generator,
+            questions,
+            texts,
+            prompt=self.prompt,
+            prompt_format=self.prompt_format,
+            generation=self.generation,
+        )
         return [
             RagAnswer(
                 question=q,

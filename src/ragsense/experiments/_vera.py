@@ -1,0 +1,229 @@
+"""VERA on SQuAD 2.0 (Birur et al., Table 1 and the score tables): answer accuracy with and without
+VERA, the share of unanswerable questions correctly refused, and the three VERA scores.
+
+Items: the SQuAD 2.0 dev questions shuffled with ``seed``; ``limit`` items (default 200), half
+answerable and half unanswerable, so accuracy weighs both kinds equally. The context is the
+question's paragraph, as in the paper (no retriever).
+
+- Without VERA: the generator answers from the paragraph, told to reply ``unanswerable`` when the
+  paragraph does not contain the answer.
+- With VERA: the judge trims the paragraph to its relevant sentences (C'); when nothing is left VERA
+  refuses; otherwise the generator answers from C' and VERA keeps the relevant, grounded statements of
+  that answer (a fully removed answer is a refusal too).
+
+Correct: for an answerable question, a non-refusing answer that contains one of SQuAD's reference
+answers after SQuAD normalisation (lower case, no punctuation or articles); for an unanswerable one,
+a refusal. The paper does not define its accuracy further; this is the closest reading for short
+span answers. Scores: the three VERA scores of the raw answer on the full paragraph, and of VERA's
+output re-evaluated by the same judge (as the paper re-evaluates its outputs with GPT-4o).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import string
+import time
+from pathlib import Path
+from typing import Any
+
+from ragsense._async import run_sync
+from ragsense.data import RagRow, SquadItem, load_squad_v2
+from ragsense.experiments._stats import bootstrap_ci
+from ragsense.models import DEFAULT_MODEL, LanguageModel, SupportsGeneration, load_model, require
+from ragsense.rag import DEFAULT_GENERATION, RagPrompt, first_line, generate_answers, resolve_prompt_format
+from ragsense.vera import Vera, VeraEnhancement, VeraEvaluation
+
+DEFAULT_LIMIT = 200
+REFUSAL_WORD = "unanswerable"
+SQUAD_INSTRUCTION = (
+    "Answer the question using only the documents below. Reply with the answer only, in a few words. "
+    f"If the documents do not contain the answer, reply: {REFUSAL_WORD}"
+)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD's answer normalisation: lower case, no punctuation, no articles, single spaces.
+
+    >>> normalize_answer("The  Denver Broncos!")
+    'denver broncos'
+    """
+    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def is_refusal(answer: str) -> bool:
+    """An empty answer or one that says the question is unanswerable.
+
+    >>> is_refusal("Unanswerable."), is_refusal("Paris")
+    (True, False)
+    """
+    norm = normalize_answer(answer)
+    return not norm or REFUSAL_WORD in norm or "not contain" in norm or "cannot be answered" in norm
+
+
+def is_correct(item: SquadItem, answer: str, refused: bool) -> bool:
+    """Refusal for an unanswerable question; a reference answer inside the answer otherwise."""
+    refused = refused or is_refusal(answer)
+    if item.is_impossible:
+        return refused
+    if refused:
+        return False
+    norm = normalize_answer(answer)
+    return any(normalize_answer(ref) and normalize_answer(ref) in norm for ref in item.answers)
+
+
+def squad_items(data: str | None, limit: int, seed: int) -> list[SquadItem]:
+    """``limit`` seeded items alternating answerable and unanswerable questions."""
+    items = load_squad_v2(data)
+    random.Random(seed).shuffle(items)
+    answerable = [it for it in items if not it.is_impossible and it.answers]
+    impossible = [it for it in items if it.is_impossible]
+    out: list[SquadItem] = []
+    for a, b in zip(answerable, impossible, strict=False):
+        out.extend((a, b))
+    return out[:limit]
+
+
+def _mean(values: list[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return round(sum(kept) / len(kept), 4) if kept else None
+
+
+def vera_squad(
+    model: LanguageModel | None = None,
+    data: str | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    out: str | None = None,
+    generator: str | LanguageModel | None = None,
+    vera_options: dict[str, Any] | None = None,
+    batch_size: int = 8,
+) -> dict[str, Any]:
+    """Run the experiment; ``model`` is the judge, ``generator`` answers (default: the bundled model)."""
+    started = time.perf_counter()
+    judge_model = model if model is not None else load_model(DEFAULT_MODEL)
+    gen_model = generator if generator is not None else DEFAULT_MODEL
+    gen = load_model(gen_model) if isinstance(gen_model, str) else gen_model
+    gen = require(gen, SupportsGeneration, "the generator")  # type: ignore[type-abstract]
+    prompt = RagPrompt(instruction=SQUAD_INSTRUCTION)
+    prompt_format = resolve_prompt_format("auto", gen)
+
+    async def answer(questions: list[str], documents: list[list[str]]) -> list[str]:
+        generations = await generate_answers(
+            gen,
+            questions,
+            documents,
+            prompt=prompt,
+            prompt_format=prompt_format,
+            generation=DEFAULT_GENERATION,
+        )
+        return [first_line(g.text) for g in generations]
+
+    vera = Vera(judge_model, **(vera_options or {}))
+    items = squad_items(data, limit or DEFAULT_LIMIT, seed)
+    records: list[dict[str, Any]] = []
+    for start in range(0, len(items), batch_size):
+        batch = items[start : start + batch_size]
+        raw_answers = run_sync(answer([it.question for it in batch], [[it.context] for it in batch]))
+        rows = [
+            RagRow(id=it.id, question=it.question, contexts=[it.context], answer=a or REFUSAL_WORD)
+            for it, a in zip(batch, raw_answers, strict=True)
+        ]
+        before = vera.evaluate_sync(rows)
+        enhanced = vera.enhance_sync(rows, answer)
+        # Re-evaluate what VERA produced (non-refused rows), as the paper re-scores its outputs.
+        again_rows = [
+            RagRow(
+                id=r.id, question=r.question, contexts=[c for c in e.contexts if c.strip()], answer=e.answer
+            )
+            for r, e in zip(rows, enhanced, strict=True)
+            if isinstance(e, VeraEnhancement) and not e.refused
+        ]
+        after = iter(vera.evaluate_sync(again_rows))
+        for it, raw, b, e in zip(batch, raw_answers, before, enhanced, strict=True):
+            rec: dict[str, Any] = {
+                "id": it.id,
+                "question": it.question,
+                "is_impossible": it.is_impossible,
+                "references": list(it.answers),
+                "raw_answer": raw,
+                "correct_without": is_correct(it, raw, False),
+                "refused_without": is_refusal(raw),
+            }
+            if isinstance(b, VeraEvaluation):
+                rec.update({f"{k}_without": getattr(b, k) for k in _SCORES})
+            else:
+                rec["error_without"] = str(b)
+            if isinstance(e, VeraEnhancement):
+                rec.update(
+                    vera_answer=e.answer,
+                    refused_with=e.refused or is_refusal(e.answer),
+                    correct_with=is_correct(it, e.answer, e.refused),
+                    stopped_at_context=e.relevance is None,
+                    retrieval_required=None if e.retrieval is None else e.retrieval.required,
+                    context_kept=e.context.score,
+                )
+                if not e.refused:
+                    a = next(after)
+                    if isinstance(a, VeraEvaluation):
+                        rec.update({f"{k}_with": getattr(a, k) for k in _SCORES})
+            else:
+                rec["error_with"] = str(e)
+            records.append(rec)
+    figures = _figures(records)
+    figures.update(
+        judge=vera.judge.description,
+        generator=gen.info.name,
+        n_items=len(records),
+        seed=seed,
+        seconds=round(time.perf_counter() - started, 1),
+    )
+    if out is not None:
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / "vera_squad.jsonl").open("w", encoding="utf-8") as handle:
+            for rec in records:
+                handle.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    return figures
+
+
+_SCORES = ("context_relevance", "response_relevance", "response_adherence")
+
+
+def _figures(records: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [r for r in records if "correct_with" in r]
+    answerable = [r for r in ok if not r["is_impossible"]]
+    impossible = [r for r in ok if r["is_impossible"]]
+
+    def share(rows: list[dict[str, Any]], key: str) -> float | None:
+        return round(sum(bool(r[key]) for r in rows) / len(rows), 4) if rows else None
+
+    without = [float(r["correct_without"]) for r in ok]
+    with_vera = [float(r["correct_with"]) for r in ok]
+    figures: dict[str, Any] = {
+        "accuracy_without": share(ok, "correct_without"),
+        "accuracy_with": share(ok, "correct_with"),
+        "answerable_accuracy_without": share(answerable, "correct_without"),
+        "answerable_accuracy_with": share(answerable, "correct_with"),
+        "unanswerable_refused_without": share(impossible, "refused_without"),
+        "unanswerable_refused_with": share(impossible, "refused_with"),
+        "answerable_refused_without": share(answerable, "refused_without"),
+        "answerable_refused_with": share(answerable, "refused_with"),
+        "stopped_at_context": share(ok, "stopped_at_context"),
+        "retrieval_required": share(
+            [r for r in ok if r.get("retrieval_required") is not None], "retrieval_required"
+        ),
+        "n_errors": len(records) - len(ok),
+    }
+    for key in _SCORES:
+        figures[f"{key}_without"] = _mean([r.get(f"{key}_without") for r in records])
+        figures[f"{key}_with"] = _mean([r.get(f"{key}_with") for r in records])
+    if ok:
+        low, high = bootstrap_ci(
+            lambda a, b: float(b.mean() - a.mean()), without, with_vera, seed=0, paired=True
+        )
+        figures["accuracy_gain_ci95"] = [round(low, 4), round(high, 4)]
+    return figures

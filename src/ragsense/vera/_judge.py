@@ -1,0 +1,432 @@
+"""Judges that never fail to parse.
+
+Two ways to get a label from a model, chosen by what the model can do:
+
+- :class:`LabelJudge` scores every allowed label as a continuation of the prompt and takes the most
+  likely; the label's probability among the allowed labels is the confidence. There is no free text
+  to parse, so it cannot fail to parse. Works with any model that gives log-probabilities: the
+  bundled models, ``ragsense serve``, vLLM.
+- :class:`ChatJudge` asks a chat model for JSON under a JSON schema (the server's structured output),
+  validates it, asks once more on a bad reply, and otherwise returns a failed :class:`Verdict` that
+  carries the raw text. A timeout or a server error is a failed verdict too, never an exception that
+  stops a batch, and never a NaN.
+
+Every successful verdict is cached on disk under the model's fingerprint, the prompt's fingerprint and
+the rendered item, so re-running an evaluation costs nothing and gives identical results. Failed
+verdicts are not cached: a later run tries again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol, TypeAlias
+
+from pydantic import BaseModel, ValidationError
+
+from ragsense._jsoncache import JsonCache, cache_key
+from ragsense.errors import CapabilityError, ParameterError
+from ragsense.models import (
+    ChatMessage,
+    ChoiceRequest,
+    GenerationConfig,
+    LanguageModel,
+    ScoreRequest,
+    SupportsChat,
+    SupportsChoiceScoring,
+    SupportsGeneration,
+    SupportsLogprobs,
+    chat_available,
+)
+from ragsense.vera._prompts import (
+    SPLIT_STATEMENTS,
+    JudgePrompt,
+    SplitInput,
+    conversation_text,
+)
+
+logger = logging.getLogger(__name__)
+
+JudgeMode = Literal["auto", "labels", "structured"]
+JUDGE_MODES: tuple[str, ...] = ("auto", "labels", "structured")
+CACHE_FILE = "judge.sqlite3"
+REASON_CONFIG = GenerationConfig(max_new_tokens=40, stop=("\n",))
+# Room for a reason of up to 300 characters, the label and a correction.
+CHAT_CONFIG_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One judgment. ``label`` is None exactly when ``error`` says why the item could not be judged.
+
+    ``confidence`` is the label's probability among the allowed labels (label-scoring judges only);
+    ``raw`` keeps a chat judge's reply text when it did not validate.
+    """
+
+    label: str | None
+    confidence: float | None = None
+    probabilities: dict[str, float] | None = None
+    reason: str | None = None
+    correction: str | None = None
+    error: str | None = None
+    raw: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+SplitResult: TypeAlias = "list[str] | Verdict"
+
+
+class Judge(Protocol):
+    """What VERA's steps need from a judge."""
+
+    @property
+    def description(self) -> str:
+        """e.g. ``"labels:smollm2-135m"``: the mode and the model, for reports."""
+        ...
+
+    @property
+    def can_split(self) -> bool:
+        """Whether :meth:`split` can split answers into statements (structured-output chat judges)."""
+        ...
+
+    async def judge(self, prompt: JudgePrompt[Any], items: Sequence[BaseModel]) -> list[Verdict]:
+        """One verdict per item, in order; never raises for a single item's failure."""
+        ...
+
+    async def split(self, items: Sequence[SplitInput]) -> list[SplitResult]:
+        """Atomic statements of each answer, or a failed verdict saying why."""
+        ...
+
+
+def _softmax(totals: Sequence[float]) -> list[float]:
+    top = max(totals)
+    weights = [math.exp(t - top) for t in totals]
+    norm = math.fsum(weights)
+    return [w / norm for w in weights]
+
+
+async def score_choices(model: LanguageModel, requests: Sequence[ChoiceRequest]) -> list[tuple[float, ...]]:
+    """Total log-probability of each choice of each request, through the fastest path the model has."""
+    if isinstance(model, SupportsChoiceScoring):
+        return await model.score_choices(requests)
+    if not isinstance(model, SupportsLogprobs):
+        raise CapabilityError(f"{model.info.name} gives no log-probabilities; use a structured-output judge")
+    flat = [ScoreRequest(r.prompt, c) for r in requests for c in r.choices]
+    scores = iter(await model.score(flat))
+    return [tuple(next(scores).total for _ in r.choices) for r in requests]
+
+
+class _Cached:
+    """The disk cache shared by both judges (optional)."""
+
+    def __init__(self, cache_dir: str | Path | None) -> None:
+        self.cache = JsonCache(cache_dir, CACHE_FILE) if cache_dir is not None else None
+        self.hits = 0
+        self.misses = 0
+
+    def _get(self, key: str) -> Any:
+        if self.cache is None:
+            return None
+        value = self.cache.get(key)
+        if value is not None:
+            self.hits += 1
+        else:
+            self.misses += 1
+        return value
+
+    def _put(self, key: str, value: Any) -> None:
+        if self.cache is not None:
+            self.cache.put(key, value)
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+
+
+class LabelJudge(_Cached):
+    """Judge by scoring the allowed labels with the model's log-probabilities.
+
+    ``calibrate=True`` divides each label's probability by its probability for a content-free item
+    (every field "N/A") before normalising, which removes a small model's standing preference for one
+    label (contextual calibration, Zhao et al. 2021). ``reasons=True`` also generates a one-line reason
+    after the chosen label (one short generation per item; off by default because it costs more than
+    the label itself).
+
+    >>> import asyncio
+    >>> from ragsense.models import load_model
+    >>> from ragsense.vera._prompts import STATEMENT_RELEVANCE, StatementInput
+    >>> judge = LabelJudge(load_model("fake"))
+    >>> [v] = asyncio.run(judge.judge(STATEMENT_RELEVANCE, [StatementInput(question="Q?", statement="S.")]))
+    >>> v.label in STATEMENT_RELEVANCE.labels, 0.0 < v.confidence <= 1.0
+    (True, True)
+    """
+
+    def __init__(
+        self,
+        model: LanguageModel,
+        *,
+        cache_dir: str | Path | None = None,
+        calibrate: bool = False,
+        reasons: bool = False,
+    ) -> None:
+        super().__init__(cache_dir)
+        if not isinstance(model, SupportsChoiceScoring | SupportsLogprobs):
+            raise CapabilityError(
+                f"a label-scoring judge needs log-probabilities; {model.info.name!r} "
+                f"({model.info.backend} backend) gives none: use judge mode 'structured'"
+            )
+        if reasons and not isinstance(model, SupportsGeneration):
+            raise CapabilityError(f"reasons need a model that generates text; {model.info.name!r} does not")
+        self.model = model
+        self.calibrate = calibrate
+        self.reasons = reasons
+        self._priors: dict[str, list[float]] = {}
+
+    @property
+    def description(self) -> str:
+        return f"labels:{self.model.info.name}" + (":calibrated" if self.calibrate else "")
+
+    @property
+    def can_split(self) -> bool:
+        return False
+
+    async def split(self, items: Sequence[SplitInput]) -> list[SplitResult]:
+        raise CapabilityError("a label-scoring judge cannot split answers; use the rule-based splitter")
+
+    def _key(self, prompt: JudgePrompt[Any], text: str) -> str:
+        return cache_key(
+            "labels", self.model.info.fingerprint, prompt.fingerprint, text, self.calibrate, self.reasons
+        )
+
+    async def _prior(self, prompt: JudgePrompt[Any]) -> list[float]:
+        if prompt.name not in self._priors:
+            fields = {name: "N/A" for name in prompt.input_model.model_fields}
+            text = prompt.render_plain(prompt.input_model(**fields))
+            [totals] = await score_choices(self.model, [ChoiceRequest(text, prompt.choices)])
+            self._priors[prompt.name] = [math.log(p) for p in _softmax(totals)]
+        return self._priors[prompt.name]
+
+    async def judge(self, prompt: JudgePrompt[Any], items: Sequence[BaseModel]) -> list[Verdict]:
+        texts = [prompt.render_plain(item) for item in items]
+        keys = [self._key(prompt, t) for t in texts]
+        verdicts: list[Verdict | None] = []
+        for key in keys:
+            hit = self._get(key)
+            verdicts.append(Verdict(**hit) if hit is not None else None)
+        todo = [i for i, v in enumerate(verdicts) if v is None]
+        if todo:
+            shared = len(prompt.plain_prefix())
+            totals = await self._score_isolated(
+                [ChoiceRequest(texts[i], prompt.choices, shared_prefix=shared) for i in todo]
+            )
+            prior = await self._prior(prompt) if self.calibrate else None
+            fresh: list[Verdict] = []
+            for total in totals:
+                fresh.append(self._verdict(prompt, total, prior))
+            if self.reasons:
+                fresh = await self._add_reasons(prompt, [items[i] for i in todo], fresh)
+            for i, verdict in zip(todo, fresh, strict=True):
+                verdicts[i] = verdict
+                if verdict.ok:
+                    self._put(keys[i], verdict.to_dict())
+        return [v for v in verdicts if v is not None]
+
+    async def _score_isolated(self, requests: list[ChoiceRequest]) -> list[tuple[float, ...] | Exception]:
+        """Score in one batch; when the batch fails, item by item so one bad item fails alone."""
+        try:
+            return list(await score_choices(self.model, requests))
+        except (ValueError, RuntimeError) as exc:
+            if len(requests) == 1:
+                return [exc]
+        out: list[tuple[float, ...] | Exception] = []
+        for request in requests:
+            out.extend(await self._score_isolated([request]))
+        return out
+
+    @staticmethod
+    def _verdict(
+        prompt: JudgePrompt[Any], total: tuple[float, ...] | Exception, prior: list[float] | None
+    ) -> Verdict:
+        if isinstance(total, Exception):
+            return Verdict(None, error=f"the judge model failed: {total}")
+        if not all(math.isfinite(t) for t in total):
+            return Verdict(None, error=f"the judge model returned a non-finite log-probability: {total}")
+        logits = list(total)
+        if prior is not None:
+            logits = [t - p for t, p in zip(logits, prior, strict=True)]
+        probs = _softmax(logits)
+        best = max(range(len(probs)), key=lambda k: (probs[k], -k))
+        return Verdict(
+            prompt.labels[best],
+            confidence=probs[best],
+            probabilities=dict(zip(prompt.labels, probs, strict=True)),
+        )
+
+    async def _add_reasons(
+        self, prompt: JudgePrompt[Any], items: Sequence[BaseModel], verdicts: list[Verdict]
+    ) -> list[Verdict]:
+        generator = self.model
+        assert isinstance(generator, SupportsGeneration)  # checked in __init__
+        wanted = [i for i, v in enumerate(verdicts) if v.ok]
+        prompts = [prompt.reason_prompt(items[i], str(verdicts[i].label)) for i in wanted]
+        try:
+            generations = await generator.generate(prompts, REASON_CONFIG)
+        except (ValueError, RuntimeError) as exc:
+            logger.warning("reasons could not be generated: %s", exc)
+            return verdicts
+        out = list(verdicts)
+        for i, generation in zip(wanted, generations, strict=True):
+            reason = generation.text.strip()[:300] or None
+            out[i] = Verdict(**{**verdicts[i].to_dict(), "reason": reason})
+        return out
+
+
+class ChatJudge(_Cached):
+    """Judge through a chat model's structured output: JSON under the prompt's schema, validated.
+
+    A reply that does not validate is answered once with the validation error and a request for JSON
+    only; a second bad reply, a timeout or a server error gives a failed verdict with the raw text.
+    """
+
+    def __init__(
+        self, model: LanguageModel, *, cache_dir: str | Path | None = None, attempts: int = 2
+    ) -> None:
+        super().__init__(cache_dir)
+        if not chat_available(model):
+            raise CapabilityError(
+                f"a structured-output judge needs a chat model; {model.info.name!r} has no chat format"
+            )
+        assert isinstance(model, SupportsChat)
+        self.model: SupportsChat = model
+        self.attempts = attempts
+
+    @property
+    def description(self) -> str:
+        return f"structured:{self.model.info.name}"
+
+    @property
+    def can_split(self) -> bool:
+        return True
+
+    async def _ask(
+        self, messages: list[ChatMessage], schema: dict[str, Any]
+    ) -> tuple[str | None, str | None]:
+        """``(text, None)`` or ``(None, error)``: one chat call, exceptions turned into an error."""
+        config = GenerationConfig(max_new_tokens=CHAT_CONFIG_TOKENS, json_schema=json.dumps(schema))
+        try:
+            [generation] = await self.model.chat([messages], config)
+        except (ValueError, RuntimeError, TypeError) as exc:
+            return None, f"{type(exc).__name__}: {exc}"
+        return generation.text, None
+
+    async def _validated(
+        self, messages: list[ChatMessage], schema: dict[str, Any], parse: Any
+    ) -> tuple[Any, Verdict | None]:
+        """Ask, validate, ask again once on a bad reply. ``(parsed, None)`` or ``(None, failed verdict)``."""
+        raw: str | None = None
+        error = "no attempt made"
+        conversation = list(messages)
+        for attempt in range(self.attempts):
+            text, call_error = await self._ask(conversation, schema)
+            if text is None:
+                error = f"the judge call failed: {call_error}"
+                continue
+            raw = text
+            try:
+                return parse(text), None
+            except (ValidationError, ValueError) as exc:
+                error = f"the judge's reply did not validate: {_short(exc)}"
+                if attempt + 1 < self.attempts:
+                    conversation = [
+                        *messages,
+                        ChatMessage("assistant", text),
+                        ChatMessage(
+                            "user", f"That reply is not valid ({_short(exc)}). Reply again with JSON only."
+                        ),
+                    ]
+        tries = f"after {self.attempts} attempts" if self.attempts > 1 else "after 1 attempt"
+        return None, Verdict(None, error=f"{error} ({tries})", raw=raw)
+
+    async def judge(self, prompt: JudgePrompt[Any], items: Sequence[BaseModel]) -> list[Verdict]:
+        schema = prompt.json_schema()
+        conversations = [prompt.render_chat(item) for item in items]
+        keys = [
+            cache_key("structured", self.model.info.fingerprint, prompt.fingerprint, conversation_text(c))
+            for c in conversations
+        ]
+
+        async def one(key: str, conversation: list[ChatMessage]) -> Verdict:
+            hit = self._get(key)
+            if hit is not None:
+                return Verdict(**hit)
+            judgment, failed = await self._validated(conversation, schema, prompt.parse)
+            if failed is not None:
+                return failed
+            verdict = Verdict(
+                judgment.label,
+                reason=judgment.reason.strip() or None,
+                correction=judgment.correction if prompt.correctable else None,
+            )
+            self._put(key, verdict.to_dict())
+            return verdict
+
+        # The client bounds concurrency itself; local chat models run one at a time anyway.
+        return list(await asyncio.gather(*(one(k, c) for k, c in zip(keys, conversations, strict=True))))
+
+    async def split(self, items: Sequence[SplitInput]) -> list[SplitResult]:
+        prompt = SPLIT_STATEMENTS
+        schema = prompt.json_schema()
+
+        async def one(item: SplitInput) -> SplitResult:
+            conversation = prompt.render_chat(item)
+            key = cache_key(
+                "split", self.model.info.fingerprint, prompt.fingerprint, conversation_text(conversation)
+            )
+            hit = self._get(key)
+            if hit is not None:
+                return list(hit)
+            statements, failed = await self._validated(conversation, schema, prompt.parse)
+            if failed is not None:
+                return failed
+            self._put(key, statements)
+            return list(statements)
+
+        return list(await asyncio.gather(*(one(item) for item in items)))
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).replace("\n", " ")
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def make_judge(
+    model: LanguageModel,
+    mode: JudgeMode | str = "auto",
+    *,
+    cache_dir: str | Path | None = None,
+    calibrate: bool = False,
+    reasons: bool = False,
+) -> LabelJudge | ChatJudge:
+    """The judge for ``model``: ``"labels"`` (log-probabilities), ``"structured"`` (chat + JSON schema),
+    or ``"auto"``: labels when the model gives log-probabilities, else structured.
+
+    >>> from ragsense.models import load_model
+    >>> make_judge(load_model("fake")).description
+    'labels:fake'
+    """
+    if mode not in JUDGE_MODES:
+        raise ParameterError(f"must be one of {', '.join(JUDGE_MODES)}, got {mode!r}", parameter="judge_mode")
+    if mode == "labels" or (mode == "auto" and isinstance(model, SupportsChoiceScoring | SupportsLogprobs)):
+        return LabelJudge(model, cache_dir=cache_dir, calibrate=calibrate, reasons=reasons)
+    return ChatJudge(model, cache_dir=cache_dir)
