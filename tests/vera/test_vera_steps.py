@@ -20,11 +20,11 @@ from ragsense.vera import (
     JudgeFailure,
     JudgePrompt,
     SplitInput,
-    Verdict,
     Vera,
     VeraEnhancement,
     VeraEvaluation,
     VeraPipeline,
+    Verdict,
 )
 
 Rule = Callable[[BaseModel], Verdict]
