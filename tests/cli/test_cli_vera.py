@@ -1,0 +1,163 @@
+"""`ragsense vera evaluate|enhance` and `ragsense experiment vera-squad` end to end on real files.
+
+The fake backend keeps these fast; the bundled-model runs are in tests/vera/test_vera_bundled.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragsense.cli import main
+
+GOOD = {
+    "question": "Who designed the Orvel bridge?",
+    "contexts": ["The Orvel bridge was designed by Mara Quint. Slate is grey."],
+    "answer": "Mara Quint designed it.",
+}
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _input(tmp_path: Path) -> Path:
+    src = tmp_path / "in.jsonl"
+    lines = [
+        json.dumps(GOOD),
+        json.dumps({**GOOD, "answer": ""}),
+        "{not json",
+        json.dumps({**GOOD, "contexts": ["", " "]}),
+        json.dumps(
+            {
+                "user_input": GOOD["question"],
+                "retrieved_contexts": GOOD["contexts"],
+                "response": "Mara Quint.",
+            }
+        ),
+    ]
+    src.write_text("\n".join(lines) + "\n")
+    return src
+
+
+def test_evaluate_writes_scores_decisions_and_row_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.jsonl"
+    cache = tmp_path / "cache"
+    args = [
+        "vera",
+        "evaluate",
+        str(_input(tmp_path)),
+        "-o",
+        str(out),
+        "--model",
+        "fake",
+        "--cache-dir",
+        str(cache),
+    ]
+    assert main(args) == 0
+    rows = _rows(out)
+    assert [r["_row"] for r in rows] == [0, 1, 2, 3, 4]
+    good, empty_answer, not_json, empty_contexts, ragas = rows
+    for row in (good, ragas):
+        for key in ("context_relevance", "response_relevance", "response_adherence"):
+            assert 0.0 <= row[key] <= 1.0
+        assert len(row["vera"]["context"]["decisions"]) == 2
+        assert row["vera"]["adherence"]["decisions"][0]["label"] in ("stated", "inferable", "unsupported")
+    assert ragas["response"] == "Mara Quint." and "user_input" in ragas  # input names kept
+    assert empty_answer["error"]["field"] == "answer"
+    assert not_json["error"]["message"]
+    assert empty_contexts["error"]["field"] == "contexts"
+    out_text, err = capsys.readouterr()
+    assert "ctx rel" in out_text and "mean context_relevance" in err and "judge: labels:fake" in err
+    # A second run over the same rows is served from the judge cache and gives identical output.
+    out2 = tmp_path / "out2.jsonl"
+    assert main([*args[:3], "-o", str(out2), *args[5:]]) == 0
+    assert _rows(out2) == rows
+
+
+def test_enhance_writes_edited_contexts_and_answers(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    src = _input(tmp_path)
+    assert (
+        main(
+            ["vera", "enhance", str(src), "-o", str(out), "--model", "fake", "--no-cache", "--table", "never"]
+        )
+        == 0
+    )
+    rows = _rows(out)
+    good = rows[0]
+    assert isinstance(good["enhanced_contexts"], list) and isinstance(good["enhanced_answer"], str)
+    assert isinstance(good["refused"], bool)
+    if good["refused"]:
+        assert good["refusal"] and good["enhanced_answer"] == good["refusal"]
+    assert rows[1]["error"]["field"] == "answer"
+
+
+def test_enhance_with_generator_accepts_rows_without_answers(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({k: v for k, v in GOOD.items() if k != "answer"}) + "\n")
+    out = tmp_path / "out.jsonl"
+    args = [
+        "vera",
+        "enhance",
+        str(src),
+        "-o",
+        str(out),
+        "--model",
+        "fake",
+        "--generator",
+        "fake",
+        "--no-cache",
+    ]
+    assert main(args) == 0
+    [row] = _rows(out)
+    assert "error" not in row
+    # The fake judge finds no sentence relevant, so VERA stops before generating (the regeneration
+    # itself is tested with a scripted judge in tests/vera/test_vera_steps.py).
+    assert row["refused"] is True and row["vera"]["regenerated"] is False
+
+
+def test_resume_continues_an_interrupted_run(tmp_path: Path) -> None:
+    src = _input(tmp_path)
+    out = tmp_path / "out.jsonl"
+    base = [
+        "vera",
+        "evaluate",
+        str(src),
+        "-o",
+        str(out),
+        "--model",
+        "fake",
+        "--no-cache",
+        "--chunk-size",
+        "2",
+    ]
+    assert main(base) == 0
+    full = _rows(out)
+    out.write_text("\n".join(json.dumps(r) for r in full[:2]) + "\n")  # as if killed after one chunk
+    assert main([*base, "--resume"]) == 0
+    assert _rows(out) == full
+
+
+def test_experiment_vera_squad_runs_on_real_rows(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["experiment", "vera-squad", "--data", str(shared_data / "squad_v2"), "--limit", "4"]
+    args += ["--model", "fake", "--generator", "fake", "--no-judge-cache", "--out", str(tmp_path)]
+    assert main(args) == 0
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert figures["n_items"] == 4 and figures["n_errors"] == 0
+    for key in (
+        "accuracy_without",
+        "accuracy_with",
+        "unanswerable_refused_with",
+        "context_relevance_without",
+    ):
+        assert figures[key] is None or 0.0 <= figures[key] <= 1.0
+    records = _rows(tmp_path / "vera_squad.jsonl")
+    assert [r["is_impossible"] for r in records] == [False, True, False, True]
