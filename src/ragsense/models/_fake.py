@@ -14,6 +14,7 @@ from typing import Any
 
 from ragsense.models._interface import (
     ChatMessage,
+    ChoiceRequest,
     ContinuationScore,
     Generation,
     GenerationConfig,
@@ -69,6 +70,17 @@ class FakeModel:
                 f"{self._info.context_window}; truncate the context first"
             )
         return ContinuationScore(tuple(tokens), tuple(offsets), tuple(logprobs), n_prompt)
+
+    async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[tuple[float, ...]]:
+        """Each choice's total is the sum of ``score([ScoreRequest(prompt, choice)])`` log-probs."""
+        out = []
+        for req in requests:
+            if not req.choices:
+                raise ValueError("ChoiceRequest has no choices: give at least one")
+            out.append(
+                tuple(float(sum(self._score_one(ScoreRequest(req.prompt, c)).logprobs)) for c in req.choices)
+            )
+        return out
 
     async def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[Generation]:
         out = []

@@ -11,6 +11,10 @@ split across tokens). Also:
 
 * llama.cpp's server returns log-probabilities of generated tokens only: scoring fails with a
   clear error there; generation works.
+* Structured output (``GenerationConfig.json_schema``) is sent with chat requests as OpenAI's
+  ``response_format: {"type": "json_schema", "json_schema": {"name": "ragsense_judgment",
+  "schema": ..., "strict": true}}`` (vLLM, llama.cpp, OpenAI, ``ragsense serve``); plain
+  ``/completions`` generation cannot carry it and raises :class:`CapabilityError`.
 
 >>> from ragsense.models import load_model
 >>> model = load_model("openai:my-model", base_url="http://127.0.0.1:8000/v1")  # doctest: +SKIP
@@ -20,12 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from ragsense.errors import BackendUnavailableError, ModelCallError
+from ragsense.errors import BackendUnavailableError, CapabilityError, ModelCallError, ParameterError
 from ragsense.models._interface import (
     ChatMessage,
     ContinuationScore,
@@ -178,6 +183,12 @@ class OpenAIGenerationModel:
 
     # -- SupportsGeneration --------------------------------------------------------------------
     async def generate(self, prompts: Sequence[str], config: GenerationConfig) -> list[Generation]:
+        if config.json_schema is not None:
+            raise CapabilityError(
+                f"structured output (GenerationConfig.json_schema) needs chat: {self.model_id!r} on "
+                f"{self.base_url} sends plain prompts to /completions, which has no response_format; "
+                "use chat()"
+            )
         return list(await asyncio.gather(*(self._generate_one(p, config) for p in prompts)))
 
     async def _generate_one(self, prompt: str, config: GenerationConfig) -> Generation:
@@ -216,8 +227,10 @@ class OpenAIGenerationModel:
         return list(await asyncio.gather(*(self._chat_one(c, config) for c in conversations)))
 
     async def _chat_one(self, conversation: Sequence[ChatMessage], config: GenerationConfig) -> Generation:
-        messages = [{"role": m.role, "content": m.content} for m in conversation]
-        body, choice = await self._complete("/chat/completions", {"messages": messages}, config)
+        request: dict[str, Any] = {"messages": [{"role": m.role, "content": m.content} for m in conversation]}
+        if config.json_schema is not None:
+            request["response_format"] = response_format(config.json_schema)
+        body, choice = await self._complete("/chat/completions", request, config)
         content = _get(choice, "message", dict, "choices[0]").get("content")
         if not isinstance(content, str):
             raise ModelCallError("malformed server response: choices[0].message.content is not a string")
@@ -270,6 +283,21 @@ class OpenAIGenerationModel:
                 f"the server at {url} answered HTTP {resp.status_code}: {_error_message(resp)}"
             )
         return _json_body(resp, url)
+
+
+def response_format(json_schema: str, name: str = "ragsense_judgment") -> dict[str, Any]:
+    """OpenAI's ``response_format`` asking for a JSON document valid under ``json_schema`` (JSON text).
+
+    >>> response_format('{"type": "object"}')["json_schema"]["schema"]
+    {'type': 'object'}
+    """
+    try:
+        schema = json.loads(json_schema)
+    except json.JSONDecodeError as exc:
+        raise ParameterError(f"not valid JSON: {exc}", parameter="json_schema") from None
+    if not isinstance(schema, dict):
+        raise ParameterError("a JSON schema must be a JSON object", parameter="json_schema")
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
 
 def _generation(body: dict[str, Any], choice: dict[str, Any], text: str) -> Generation:

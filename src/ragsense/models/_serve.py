@@ -18,6 +18,14 @@ Endpoints (the subset ragsense's own ``openai`` backend and most evaluation tool
 * ``POST /v1/chat/completions``: ``messages`` (system, user, assistant turns), ``max_tokens``,
   ``temperature``, ``stop``, ``seed``; rendered with the model's chat template (HTTP 400 for a model
   without one, such as a base model).
+
+  - ``response_format: {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`` asks for
+    structured output: the reply is a JSON document valid under ``schema``, decoded greedily whatever
+    the temperature (``stop`` is ignored); ``max_tokens`` bounds each free-string field. A backend
+    that declares ``structured_output = True`` gets the schema as ``GenerationConfig.json_schema``;
+    any other model with a chat template, ``score`` and ``generate`` is decoded here by
+    :mod:`ragsense.models._structured`. A schema outside its subset is HTTP 400 naming the construct.
+    ``{"type": "json_object"}`` (JSON without a schema) is HTTP 400; ``{"type": "text"}`` is the default.
 * ``POST /tokenize`` (also ``/v1/tokenize``): vLLM's ``{"prompt", "add_special_tokens"}`` or
   llama.cpp's ``{"content", "add_special"}`` -> ``{"tokens": [ids], "count": n, "max_model_len"}``.
 
@@ -46,8 +54,10 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
+from ragsense.errors import CapabilityError
 from ragsense.models._interface import (
     ChatMessage,
+    Generation,
     GenerationConfig,
     LanguageModel,
     ScoreRequest,
@@ -56,6 +66,7 @@ from ragsense.models._interface import (
     SupportsLogprobs,
     chat_available,
 )
+from ragsense.models._structured import generate_structured
 
 _MAX_BODY = 32 * 1024 * 1024
 _MAX_TOP = 20
@@ -302,16 +313,24 @@ class ModelService:
         stop = [stop] if isinstance(stop, str) else stop
         if max_tokens < 1 or temperature < 0 or not all(isinstance(s, str) for s in stop):
             raise RequestError("'max_tokens' must be >= 1, 'temperature' >= 0, 'stop' a string or strings")
+        schema = _response_schema(body)
         config = GenerationConfig(
             max_new_tokens=max_tokens,
             temperature=temperature,
-            stop=tuple(stop),
+            stop=tuple(stop) if schema is None else (),
             seed=_typed(body, "seed", int, 0),
+            json_schema=schema,
         )
         model = self.model
         assert isinstance(model, SupportsChat)  # chat_available checked it
         with self._lock:
-            [generated] = self._run(model.chat([messages], config))
+            if schema is None or getattr(model, "structured_output", False) is True:
+                try:
+                    [generated] = self._run(model.chat([messages], config))
+                except CapabilityError as exc:  # the backend cannot honour this schema
+                    raise RequestError(str(exc)) from None
+            else:
+                generated = self._structured_chat(messages, schema, config)
         return {
             "id": f"chatcmpl-{time.time_ns():x}",
             "object": "chat.completion",
@@ -326,6 +345,23 @@ class ModelService:
             ],
             "usage": {"completion_tokens": generated.n_tokens},
         }
+
+    def _structured_chat(
+        self, messages: list[ChatMessage], schema: str, config: GenerationConfig
+    ) -> Generation:
+        """Structured output decoded by the server, for a backend whose ``chat`` does not declare
+        ``structured_output``: the conversation rendered by the backend's ``render_chat``, then
+        :func:`~ragsense.models._structured.generate_structured` on its ``score`` and ``generate``."""
+        render = getattr(self.model, "render_chat", None)
+        if not callable(render):
+            raise RequestError(
+                f"the model {self.name!r} cannot produce structured output (response_format json_schema)"
+            )
+        try:  # an unsupported schema or a model that cannot score: 400, naming what is missing
+            generated = self._run(generate_structured(self.model, str(render(messages)), schema, config))
+        except CapabilityError as exc:
+            raise RequestError(str(exc)) from None
+        return Generation(generated.text, generated.finish_reason, self.model.count_tokens(generated.text))
 
     def _echo(self, text: str, top: int) -> dict[str, Any]:
         from ragsense.models._transformers import TransformersModel
@@ -356,6 +392,27 @@ class ModelService:
             raise RequestError(f"the model {self.name!r} cannot generate text")
         [generation] = self._run(self.model.generate([text], config))
         return generation
+
+
+def _response_schema(body: dict[str, Any]) -> str | None:
+    """The JSON text of the schema an OpenAI ``response_format`` asks for, or None for plain text."""
+    fmt = body.get("response_format")
+    if fmt is None:
+        return None
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        raise RequestError(
+            "response_format 'json_object' is not supported: only 'json_schema' (with a schema) is"
+        )
+    if kind != "json_schema":
+        raise RequestError(f"response_format type {kind!r} is not supported: use 'json_schema' or 'text'")
+    spec = fmt.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    if not isinstance(schema, dict):
+        raise RequestError("response_format json_schema needs 'json_schema': {'name': ..., 'schema': {...}}")
+    return json.dumps(schema)
 
 
 def _error(message: str, kind: str, code: int) -> dict[str, Any]:

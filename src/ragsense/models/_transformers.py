@@ -7,13 +7,18 @@ Speed notes (why the code looks the way it does):
 * The LM head runs only on the positions whose next token is a continuation token. With Gemma's
   262k-word vocabulary the full-sequence logits would cost more than the transformer body.
 * Identical requests inside one call are scored once (the no-context pass of ConSens repeats).
+* Choice scoring (label-scoring judges) runs the prompt once and every choice on top of its KV
+  state; the KV state of a shared prefix (instructions, few-shot examples) is kept between calls.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ragsense.errors import BackendUnavailableError, CapabilityError, ModelNotFoundError, ParameterError
 from ragsense.models._interface import (
     ChatMessage,
+    ChoiceRequest,
     ContinuationScore,
     Generation,
     GenerationConfig,
@@ -36,6 +42,11 @@ _INSTALL_HINT = "pip install 'ragsense[transformers]' (and torch for your platfo
 # Rows of hidden states sent through the LM head at once: bounds the logits buffer
 # (rows x vocab x 4 bytes; 128 x 262k x 4 = 134 MB for Gemma).
 _HEAD_CHUNK = 128
+# Shared-prefix KV states kept between score_choices calls (least recently used goes first).
+_PREFIX_CACHE_ENTRIES = 8
+# Cached tokens one batched choice pass may hold once the prompt's KV state is expanded to the batch
+# (choices x prompt length): bounds memory when a long prompt has many multi-token choices.
+_CHOICE_KV_TOKENS = 16384
 
 
 def _import_torch() -> Any:
@@ -73,11 +84,41 @@ class _Encoded:
         self.straddles = straddles
 
 
+class _ChoicePlan:
+    """One tokenized choice request.
+
+    ``prompt_ids`` is the prompt tokenized as :class:`ScoreRequest` tokenizes text (special tokens
+    added); ``prefix`` is the number of its leading tokens that form the shared prefix (0: none).
+    ``fast`` holds the choices whose joint tokenization extends ``prompt_ids`` (index, choice token
+    ids), scored on the prompt's KV state; ``slow`` the others (boundary merges), scored through the
+    :meth:`TransformersModel.score` path.
+    """
+
+    __slots__ = ("fast", "n_choices", "prefix", "prompt_ids", "slow")
+
+    def __init__(
+        self,
+        prompt_ids: list[int],
+        prefix: int,
+        fast: list[tuple[int, list[int]]],
+        slow: list[tuple[int, _Encoded]],
+        n_choices: int,
+    ) -> None:
+        self.prompt_ids = prompt_ids
+        self.prefix = prefix
+        self.fast = fast
+        self.slow = slow
+        self.n_choices = n_choices
+
+
 class TransformersModel:
     """A causal LM loaded through transformers. Create it with :func:`ragsense.models.load_model`.
 
     ``max_batch_tokens`` bounds the padded tokens of one forward pass (memory and cache locality).
     """
+
+    # Chat honours GenerationConfig.json_schema (schema-guided decoding), so servers pass it through.
+    structured_output = True
 
     def __init__(
         self,
@@ -113,6 +154,9 @@ class TransformersModel:
         )
         self._softcap = getattr(model.config, "final_logit_softcapping", None)
         self._head_only_ok = self._check_head_shortcut()
+        # Shared-prefix token ids -> (KV cache after the prefix, the prefix's last output state).
+        self._prefix_cache: OrderedDict[tuple[int, ...], tuple[Any, Any]] = OrderedDict()
+        self._prefix_lock = threading.Lock()
 
     # -- LanguageModel -------------------------------------------------------------------------
     @property
@@ -299,6 +343,135 @@ class TransformersModel:
         result: torch.Tensor = th.cat(picked) if picked else th.zeros(0)
         return result
 
+    # -- SupportsChoiceScoring -----------------------------------------------------------------
+    async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[tuple[float, ...]]:
+        return self.score_choices_sync(requests)
+
+    def score_choices_sync(self, requests: Sequence[ChoiceRequest]) -> list[tuple[float, ...]]:
+        """Synchronous :meth:`score_choices`: the summed log-probability of each choice, per request.
+
+        Each choice is tokenized jointly with the prompt, as :meth:`score` does. When its tokens extend
+        the prompt's own tokens (the usual case, a choice starting with a space), the prompt runs once:
+        the LM head runs on its last position only, which scores the first token of every choice, and
+        the other choice tokens go through one batched pass over the prompt's KV state. A choice that
+        merges with the end of the prompt is scored by :meth:`score`.
+
+        With ``shared_prefix`` set, and when the prefix's tokens are the leading tokens of the prompt's,
+        the prefix always runs as its own pass, with its KV state kept in a small LRU cache, and the rest
+        of the prompt on top of it. The computation is the same whether the cache was warm or not, and
+        every request is computed alone, so results are bit-identical whatever the call history or the
+        other requests of the call.
+        """
+        unique: dict[ChoiceRequest, int] = {}
+        for req in requests:
+            unique.setdefault(req, len(unique))
+        # Tokenize and validate everything before any forward pass.
+        plans = [self._plan_choices(req) for req in unique]
+        results = [self._run_choices(plan) for plan in plans]
+        return [results[unique[req]] for req in requests]
+
+    def _plan_choices(self, req: ChoiceRequest) -> _ChoicePlan:
+        if not req.choices:
+            raise ValueError("ChoiceRequest has no choices: give at least one")
+        if any(not choice for choice in req.choices):
+            raise ValueError("ChoiceRequest has an empty choice: nothing to score")
+        tok = self._tokenizer
+        prompt_ids: list[int] = list(tok(req.prompt, add_special_tokens=True)["input_ids"])
+        fast: list[tuple[int, list[int]]] = []
+        slow: list[tuple[int, _Encoded]] = []
+        for index, choice in enumerate(req.choices):
+            # The ScoreRequest tokenization (raises for a context-window overflow, or an empty prompt
+            # without BOS); its continuation tokens are exactly what score() would score.
+            enc = self._encode(ScoreRequest(req.prompt, choice))
+            if enc.first == len(prompt_ids) and enc.ids[: enc.first] == prompt_ids:
+                fast.append((index, enc.ids[enc.first :]))
+            else:
+                slow.append((index, enc))
+        prefix = 0
+        if req.shared_prefix > 0 and fast:
+            prefix_ids: list[int] = list(
+                tok(req.prompt[: req.shared_prefix], add_special_tokens=True)["input_ids"]
+            )
+            if 0 < len(prefix_ids) <= len(prompt_ids) and prompt_ids[: len(prefix_ids)] == prefix_ids:
+                prefix = len(prefix_ids)
+        return _ChoicePlan(prompt_ids, prefix, fast, slow, len(req.choices))
+
+    def _prefix_state(self, prefix_ids: list[int]) -> tuple[Any, Any]:
+        """KV cache and last output state of ``prefix_ids``, from the LRU cache or computed (and kept).
+
+        The cached objects are never handed to a forward pass: callers extend a deep copy.
+        """
+        key = tuple(prefix_ids)
+        with self._prefix_lock:
+            entry = self._prefix_cache.get(key)
+            if entry is not None:
+                self._prefix_cache.move_to_end(key)
+                return entry
+        states, cache = self.forward_hidden(self._torch.tensor([prefix_ids], dtype=self._torch.long))
+        entry = (cache, states[0, -1:].clone())
+        with self._prefix_lock:
+            self._prefix_cache[key] = entry
+            self._prefix_cache.move_to_end(key)
+            while len(self._prefix_cache) > _PREFIX_CACHE_ENTRIES:
+                self._prefix_cache.popitem(last=False)
+        return entry
+
+    def _run_choices(self, plan: _ChoicePlan) -> tuple[float, ...]:
+        torch = self._torch
+        totals: list[float] = [0.0] * plan.n_choices
+        for index, enc in plan.slow:
+            [score] = self._score_encoded([enc])
+            totals[index] = float(sum(score.logprobs))
+        if not plan.fast:
+            return tuple(totals)
+        ids = plan.prompt_ids
+        with torch.inference_mode():
+            # 1. The prompt: one pass (or the shared prefix's pass, then the rest on a copy of its cache).
+            if plan.prefix:
+                prefix_cache, prefix_last = self._prefix_state(ids[: plan.prefix])
+                cache = copy.deepcopy(prefix_cache)
+                rest = ids[plan.prefix :]
+                if rest:
+                    states, cache = self.forward_hidden(torch.tensor([rest], dtype=torch.long), cache)
+                    last = states[0, -1:]
+                else:
+                    last = prefix_last
+            else:
+                states, cache = self.forward_hidden(torch.tensor([ids], dtype=torch.long))
+                last = states[0, -1:]
+            # 2. First choice tokens: the LM head on the prompt's last position only.
+            logits = self.lm_head(last)
+            firsts = torch.tensor([c[0] for _, c in plan.fast], dtype=torch.long, device=logits.device)
+            first_lp = (logits[0, firsts] - torch.logsumexp(logits[0], dim=-1)).cpu().tolist()
+            token_lps: dict[int, list[float]] = {
+                index: [lp] for (index, _), lp in zip(plan.fast, first_lp, strict=True)
+            }
+            # 3. Later choice tokens: the multi-token choices as one right-padded batch on the prompt's
+            # KV state. Causal attention keeps padding (always to the right) out of the real positions.
+            multi = [(index, c) for index, c in plan.fast if len(c) > 1]
+            width = max((len(c) - 1 for _, c in multi), default=0)
+            per_pass = max(1, _CHOICE_KV_TOKENS // (len(ids) + width)) if multi else 1
+            groups = [multi[start : start + per_pass] for start in range(0, len(multi), per_pass)]
+            for n, group in enumerate(groups):
+                # forward_hidden extends the cache in place: every group but the last gets a copy.
+                group_cache = cache if n == len(groups) - 1 else copy.deepcopy(cache)
+                if len(group) > 1:
+                    group_cache.batch_repeat_interleave(len(group))
+                batch = torch.full((len(group), width), self._pad_id, dtype=torch.long)
+                for row, (_, c) in enumerate(group):
+                    batch[row, : len(c) - 1] = torch.tensor(c[:-1], dtype=torch.long)
+                states, _ = self.forward_hidden(batch, group_cache)
+                rows = torch.cat([states[row, : len(c) - 1] for row, (_, c) in enumerate(group)])
+                targets = torch.tensor([t for _, c in group for t in c[1:]], dtype=torch.long)
+                flat = self.token_logprobs(rows, targets).cpu().tolist()
+                pos = 0
+                for index, c in group:
+                    token_lps[index].extend(flat[pos : pos + len(c) - 1])
+                    pos += len(c) - 1
+        for index, lps in token_lps.items():
+            totals[index] = float(sum(lps))
+        return tuple(totals)
+
     # -- SupportsScoredGeneration --------------------------------------------------------------
     async def generate_scored(
         self, prompts: Sequence[str], config: GenerationConfig
@@ -406,7 +579,15 @@ class TransformersModel:
         self, conversations: Sequence[Sequence[ChatMessage]], config: GenerationConfig
     ) -> list[Generation]:
         """Synchronous :meth:`chat`. The template already holds every special token it needs (BOS
-        included), so the rendered text is tokenized without adding any."""
+        included), so the rendered text is tokenized without adding any. With ``config.json_schema``
+        the reply is decoded under the schema (greedy, see :mod:`ragsense.models._structured`)."""
+        if config.json_schema is not None:
+            from ragsense.models._structured import generate_structured_sync
+
+            return [
+                generate_structured_sync(self, self.render_chat(c), config.json_schema, config)
+                for c in conversations
+            ]
         prompts = [self.render_chat(c) for c in conversations]
         return self._generate_texts(prompts, config, add_special_tokens=False)
 

@@ -226,7 +226,9 @@ class LabelJudge(_Cached):
             verdicts.append(Verdict(**hit) if hit is not None else None)
         todo = [i for i, v in enumerate(verdicts) if v is None]
         if todo:
-            shared = len(prompt.plain_prefix())
+            # The shared part ends after one newline: BPE tokenizers (SmolLM2) write a trailing "\n\n"
+            # as one token but split it inside the full prompt, which would defeat the prefix reuse.
+            shared = len(prompt.plain_prefix()) - 1
             totals = await self._score_isolated(
                 [ChoiceRequest(texts[i], prompt.choices, shared_prefix=shared) for i in todo]
             )
