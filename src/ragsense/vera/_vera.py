@@ -466,9 +466,16 @@ class Vera:
         model = self.judge_model
         if model is None or not context:
             return context
+
+        def count(text: str) -> int:
+            try:
+                return model.count_tokens(text)
+            except (ModelCallError, ValueError, RuntimeError):
+                return len(text) // 3 + 1  # a server that cannot count: a cautious estimate
+
         if context not in self._budget_cache:
-            self._budget_cache[context] = model.count_tokens(context)
-        overhead = model.count_tokens(RESPONSE_ADHERENCE.plain_prefix() + statement) + _WINDOW_MARGIN
+            self._budget_cache[context] = count(context)
+        overhead = count(RESPONSE_ADHERENCE.plain_prefix() + statement) + _WINDOW_MARGIN
         budget = model.info.context_window - overhead
         if self._budget_cache[context] <= budget:
             return context
@@ -476,7 +483,7 @@ class Vera:
         kept = ""
         for span in split_sentences(context, max_chars=MAX_SENTENCE_CHARS):
             candidate = context[: span.end]
-            if model.count_tokens(candidate) > budget:
+            if count(candidate) > budget:
                 break
             kept = candidate
         return kept
