@@ -161,3 +161,19 @@ def test_experiment_vera_squad_runs_on_real_rows(
         assert figures[key] is None or 0.0 <= figures[key] <= 1.0
     records = _rows(tmp_path / "vera_squad.jsonl")
     assert [r["is_impossible"] for r in records] == [False, True, False, True]
+
+
+def test_experiment_vera_wikieval_runs_on_real_rows(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["experiment", "vera-wikieval", "--data", str(shared_data / "wikieval"), "--limit", "2"]
+    args += ["--model", "fake", "--no-judge-cache", "--out", str(tmp_path)]
+    assert main(args) == 0
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert figures["n_items"] == 2 and figures["n_errors"] == 0
+    for key in ("context_relevance_v1_over_v2", "adherence_consens_grounded_over_ungrounded"):
+        assert 0.0 <= figures[key] <= 1.0
+    [first, _] = _rows(tmp_path / "vera_wikieval.jsonl")
+    assert set(first) >= {"v1", "v2", "ungrounded", "poor"}
+    assert main([*args, "--generator", "fake"]) == 2  # a generator makes no sense here
+    assert "no generator" in capsys.readouterr().err

@@ -18,6 +18,7 @@ _TARGETS = {
     "consens-pubmedqa-attribution": "ragsense.experiments._consens:consens_pubmedqa_attribution",
     "correctness-squad": "ragsense.experiments._correctness:correctness_squad",
     "vera-squad": "ragsense.experiments._vera:vera_squad",
+    "vera-wikieval": "ragsense.experiments._vera:vera_wikieval",
 }
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from ragsense._async import run_sync
 from ragsense.data import RagRow, SquadItem, load_squad_v2
+from ragsense.errors import ParameterError
 from ragsense.experiments._stats import bootstrap_ci
 from ragsense.models import DEFAULT_MODEL, LanguageModel, SupportsGeneration, load_model, require
 from ragsense.rag import DEFAULT_GENERATION, RagPrompt, first_line, generate_answers, resolve_prompt_format
@@ -227,3 +228,111 @@ def _figures(records: list[dict[str, Any]]) -> dict[str, Any]:
         )
         figures["accuracy_gain_ci95"] = [round(low, 4), round(high, 4)]
     return figures
+
+
+def vera_wikieval(
+    model: LanguageModel | None = None,
+    data: str | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    out: str | None = None,
+    vera_options: dict[str, Any] | None = None,
+    batch_size: int = 8,
+    **unused: Any,
+) -> dict[str, Any]:
+    """How well each VERA score ranks WikiEval's better text above its worse one (RAGAS's protocol).
+
+    Per question, four rows are evaluated: (context_v1, grounded answer), (context_v2, grounded
+    answer), (context_v1, ungrounded answer), (context_v1, poor answer). The figures are pairwise
+    accuracies (a tie counts one half): context relevance of context_v1 (one passage) above context_v2
+    (1-3 passages); response relevance of the grounded answer above the poor answer; response
+    adherence of the grounded answer above the ungrounded one, with the judge, ConSens and combined
+    signals (all three from one run: adherence is computed with ``combined``, which records both).
+    """
+    from ragsense.data import load_wikieval
+
+    if unused.get("generator") is not None:
+        raise ParameterError(
+            "vera-wikieval scores WikiEval's own answers; it has no generator", parameter="--generator"
+        )
+    started = time.perf_counter()
+    judge_model = model if model is not None else load_model(DEFAULT_MODEL)
+    options = {**(vera_options or {}), "adherence_signal": "combined"}
+    vera = Vera(judge_model, **options)
+    items = load_wikieval(data)[: limit or None]
+    kinds = ("v1", "v2", "ungrounded", "poor")
+    records: list[dict[str, Any]] = []
+    for start in range(0, len(items), batch_size):
+        batch = items[start : start + batch_size]
+        rows = []
+        for it in batch:
+            rows += [
+                RagRow(
+                    id=f"{it.id}-v1", question=it.question, contexts=it.context_v1, answer=it.grounded_answer
+                ),
+                RagRow(
+                    id=f"{it.id}-v2", question=it.question, contexts=it.context_v2, answer=it.grounded_answer
+                ),
+                RagRow(
+                    id=f"{it.id}-ug",
+                    question=it.question,
+                    contexts=it.context_v1,
+                    answer=it.ungrounded_answer,
+                ),
+                RagRow(
+                    id=f"{it.id}-poor", question=it.question, contexts=it.context_v1, answer=it.poor_answer
+                ),
+            ]
+        results = vera.evaluate_sync(rows)
+        for i, it in enumerate(batch):
+            rec: dict[str, Any] = {"id": it.id, "question": it.question}
+            for kind, res in zip(kinds, results[4 * i : 4 * i + 4], strict=True):
+                if not isinstance(res, VeraEvaluation):
+                    rec[f"{kind}_error"] = str(res)
+                    continue
+                decisions = res.adherence.decisions
+                rec[kind] = {
+                    "context_relevance": res.context_relevance,
+                    "response_relevance": res.response_relevance,
+                    "adherence_judge": _share([d.label in ("stated", "inferable") for d in decisions]),
+                    "adherence_consens": _share(
+                        [d.consens is not None and d.consens > 0.0 for d in decisions]
+                    ),
+                    "adherence_combined": res.response_adherence,
+                    "mean_statement_consens": _mean([d.consens for d in decisions]),
+                }
+            records.append(rec)
+
+    def pairwise(better: str, worse: str, key: str) -> float | None:
+        pairs = [(r[better][key], r[worse][key]) for r in records if better in r and worse in r]
+        pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+        if not pairs:
+            return None
+        return round(sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs) / len(pairs), 4)
+
+    figures: dict[str, Any] = {
+        "context_relevance_v1_over_v2": pairwise("v1", "v2", "context_relevance"),
+        "response_relevance_grounded_over_poor": pairwise("v1", "poor", "response_relevance"),
+        "adherence_judge_grounded_over_ungrounded": pairwise("v1", "ungrounded", "adherence_judge"),
+        "adherence_consens_grounded_over_ungrounded": pairwise("v1", "ungrounded", "adherence_consens"),
+        "adherence_combined_grounded_over_ungrounded": pairwise("v1", "ungrounded", "adherence_combined"),
+        "statement_consens_grounded_over_ungrounded": pairwise("v1", "ungrounded", "mean_statement_consens"),
+        "n_items": len(records),
+        "n_errors": sum(1 for r in records for k in kinds if f"{k}_error" in r),
+        "judge": vera.judge.description,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    for kind in kinds:
+        for key in ("context_relevance", "response_relevance", "adherence_judge", "adherence_consens"):
+            figures[f"mean_{key}_{kind}"] = _mean([r[kind][key] for r in records if kind in r])
+    if out is not None:
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / "vera_wikieval.jsonl").open("w", encoding="utf-8") as handle:
+            for rec in records:
+                handle.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    return figures
+
+
+def _share(flags: list[bool]) -> float | None:
+    return sum(flags) / len(flags) if flags else None
