@@ -339,3 +339,15 @@ def test_parameter_errors() -> None:
         Vera(ScriptedJudge(keyword_rules()), adherence_signal="vibes")
     with pytest.raises(ParameterError, match="consens_threshold"):
         Vera(ScriptedJudge(keyword_rules()), consens_threshold=2.0)
+
+
+def test_adherence_context_is_cut_to_the_judge_window_and_flagged() -> None:
+    from ragsense.models import load_model
+
+    judge = load_model("fake", context_window=400)  # the adherence prompt alone is ~250 fake tokens
+    context = " ".join(f"Fact number {i} is about the Orvel bridge." for i in range(60))
+    row = ROW.model_copy(update={"contexts": [context], "answer": "Mara Quint designed it."})
+    [ev] = Vera(judge, cache=False).evaluate_sync([row])
+    assert isinstance(ev, VeraEvaluation)
+    assert ev.adherence.notes and "cut to its first" in ev.adherence.notes[0]
+    assert ev.response_adherence is not None

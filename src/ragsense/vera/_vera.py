@@ -213,7 +213,9 @@ class Vera:
                         retrieval=self._retrieval_check(plan, retrieval[k]),
                         context=context_step,
                         relevance=self._relevance_step(plan.statements, relevance[k])[0],
-                        adherence=self._adherence_step(plan.statements, adherence[k], consens[k])[0],
+                        adherence=self._adherence_step(
+                            plan.statements, adherence[0][k], consens[k], notes=adherence[1][k]
+                        )[0],
                         splitter=plan.splitter,
                         judge=self.judge.description,
                     )
@@ -310,7 +312,7 @@ class Vera:
             else:
                 try:
                     adh, final_spans = self._adherence_step(
-                        relevant[j], adherence[j], consens[j], correct=True
+                        relevant[j], adherence[0][j], consens[j], correct=True, notes=adherence[1][j]
                     )
                 except JudgeFailure as exc:
                     results[k] = exc
@@ -450,16 +452,27 @@ class Vera:
 
     async def _judge_adherence(
         self, plans: Sequence[_Plan], statements: Sequence[Sequence[Span]], documents: Sequence[Sequence[str]]
-    ) -> list[list[Verdict]]:
+    ) -> tuple[list[list[Verdict]], list[list[str]]]:
+        """Verdicts per row, and per row a note for each statement whose context had to be cut."""
         if self.adherence_signal == "consens":
-            return [[] for _ in plans]
+            return [[] for _ in plans], [[] for _ in plans]
         groups: list[list[BaseModel]] = []
+        notes: list[list[str]] = []
         for spans, docs in zip(statements, documents, strict=True):
             context = "\n\n".join(d.strip() for d in docs if d.strip())
-            groups.append(
-                [AdherenceInput(context=self._fit_context(context, s.text), statement=s.text) for s in spans]
-            )
-        return await self._judge_grouped(RESPONSE_ADHERENCE, groups)
+            items: list[BaseModel] = []
+            row_notes: list[str] = []
+            for i, span in enumerate(spans):
+                shown = self._fit_context(context, span.text)
+                if len(shown) < len(context):
+                    row_notes.append(
+                        f"statement {i}: the context was cut to its first {len(shown)} of {len(context)} "
+                        "characters to fit the judge's window"
+                    )
+                items.append(AdherenceInput(context=shown, statement=span.text))
+            groups.append(items)
+            notes.append(row_notes)
+        return await self._judge_grouped(RESPONSE_ADHERENCE, groups), notes
 
     def _fit_context(self, context: str, statement: str) -> str:
         """The context cut at a sentence boundary so the adherence prompt fits the judge's window."""
@@ -597,10 +610,11 @@ class Vera:
         consens: list[float | Exception],
         *,
         correct: bool = False,
+        notes: Sequence[str] = (),
     ) -> tuple[StepResult, list[Span]]:
         decisions: list[Decision] = []
         final: list[Span] = []
-        notes: list[str] = []
+        notes = list(notes)
         for i, span in enumerate(statements):
             v = verdicts[i] if verdicts else None
             c = consens[i] if consens else None
