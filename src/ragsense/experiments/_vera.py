@@ -7,7 +7,8 @@ question's paragraph, as in the paper (no retriever).
 
 - Without VERA: the generator answers from the paragraph, told to reply ``unanswerable`` when the
   paragraph does not contain the answer.
-- With VERA: the judge trims the paragraph to its relevant sentences (C'); when nothing is left VERA
+- With VERA (steps 2-4; SQuAD has no retrieval to skip, so step 1 is asked and reported but does not
+  change the chain): the judge trims the paragraph to its relevant sentences (C'); when nothing is left VERA
   refuses; otherwise the generator answers from C' and VERA keeps the relevant, grounded statements of
   that answer (a fully removed answer is a refusal too).
 
@@ -34,7 +35,7 @@ from ragsense.errors import ParameterError
 from ragsense.experiments._stats import bootstrap_ci
 from ragsense.models import DEFAULT_MODEL, LanguageModel, SupportsGeneration, load_model, require
 from ragsense.rag import DEFAULT_GENERATION, RagPrompt, first_line, generate_answers, resolve_prompt_format
-from ragsense.vera import Vera, VeraEnhancement, VeraEvaluation
+from ragsense.vera import RetrievalCheck, Vera, VeraEnhancement, VeraEvaluation
 
 DEFAULT_LIMIT = 200
 REFUSAL_WORD = "unanswerable"
@@ -123,7 +124,9 @@ def vera_squad(
         )
         return [first_line(g.text) for g in generations]
 
-    vera = Vera(judge_model, **(vera_options or {}))
+    # SQuAD gives each question its paragraph: as in the paper there is no retrieval to skip, so the
+    # chain runs without step 1; the check is still asked and reported (retrieval_required).
+    vera = Vera(judge_model, **{**(vera_options or {}), "check_retrieval": False})
     items = squad_items(data, limit or DEFAULT_LIMIT, seed)
     records: list[dict[str, Any]] = []
     for start in range(0, len(items), batch_size):
@@ -144,7 +147,8 @@ def vera_squad(
             if isinstance(e, VeraEnhancement) and not e.refused
         ]
         after = iter(vera.evaluate_sync(again_rows))
-        for it, raw, b, e in zip(batch, raw_answers, before, enhanced, strict=True):
+        checks = run_sync(vera.check_retrieval_need([it.question for it in batch]))
+        for it, raw, b, e, check in zip(batch, raw_answers, before, enhanced, checks, strict=True):
             rec: dict[str, Any] = {
                 "id": it.id,
                 "question": it.question,
@@ -164,13 +168,15 @@ def vera_squad(
                     refused_with=e.refused or is_refusal(e.answer),
                     correct_with=is_correct(it, e.answer, e.refused),
                     stopped_at_context=e.relevance is None,
-                    retrieval_required=None if e.retrieval is None else e.retrieval.required,
+                    retrieval_required=check.required if isinstance(check, RetrievalCheck) else None,
                     context_kept=e.context.score,
                 )
                 if not e.refused:
                     a = next(after)
                     if isinstance(a, VeraEvaluation):
                         rec.update({f"{k}_with": getattr(a, k) for k in _SCORES})
+                    else:
+                        rec["error_reevaluation"] = str(a)
             else:
                 rec["error_with"] = str(e)
             records.append(rec)
@@ -218,6 +224,7 @@ def _figures(records: list[dict[str, Any]]) -> dict[str, Any]:
             [r for r in ok if r.get("retrieval_required") is not None], "retrieval_required"
         ),
         "n_errors": len(records) - len(ok),
+        "n_errors_reevaluation": sum("error_reevaluation" in r for r in records),
     }
     for key in _SCORES:
         figures[f"{key}_without"] = _mean([r.get(f"{key}_without") for r in records])
