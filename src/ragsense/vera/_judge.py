@@ -205,8 +205,15 @@ class LabelJudge(_Cached):
         raise CapabilityError("a label-scoring judge cannot split answers; use the rule-based splitter")
 
     def _key(self, prompt: JudgePrompt[Any], text: str) -> str:
+        # shared_fields changes how the prompt is split into passes, hence the last float bits.
         return cache_key(
-            "labels", self.model.info.fingerprint, prompt.fingerprint, text, self.calibrate, self.reasons
+            "labels",
+            self.model.info.fingerprint,
+            prompt.fingerprint,
+            text,
+            self.calibrate,
+            self.reasons,
+            prompt.shared_fields,
         )
 
     async def _prior(self, prompt: JudgePrompt[Any]) -> list[float]:
@@ -226,11 +233,11 @@ class LabelJudge(_Cached):
             verdicts.append(Verdict(**hit) if hit is not None else None)
         todo = [i for i, v in enumerate(verdicts) if v is None]
         if todo:
-            # The shared part ends after one newline: BPE tokenizers (SmolLM2) write a trailing "\n\n"
-            # as one token but split it inside the full prompt, which would defeat the prefix reuse.
-            shared = len(prompt.plain_prefix()) - 1
             totals = await self._score_isolated(
-                [ChoiceRequest(texts[i], prompt.choices, shared_prefix=shared) for i in todo]
+                [
+                    ChoiceRequest(texts[i], prompt.choices, shared_prefix=prompt.shared_length(items[i]))
+                    for i in todo
+                ]
             )
             prior = await self._prior(prompt) if self.calibrate else None
             fresh: list[Verdict] = []

@@ -112,6 +112,9 @@ class JudgePrompt(Generic[InputT]):
     # The field names shown to the judge, in order, with their display names.
     fields: tuple[tuple[str, str], ...]
     correctable: bool = False
+    # Leading fields that the items of one row share (the adherence context): a label-scoring judge
+    # runs them once per row as a cached prefix instead of once per statement.
+    shared_fields: int = 0
 
     @property
     def choices(self) -> tuple[str, ...]:
@@ -152,6 +155,17 @@ class JudgePrompt(Generic[InputT]):
     def plain_prefix(self) -> str:
         """The instruction and worked examples: the part shared by every item (its KV state is reused)."""
         return f"{self.instruction}\nLabels:\n{self._label_lines()}\n\n{self._examples_text()}\n\n"
+
+    def shared_length(self, item: InputT) -> int:
+        """Characters of :meth:`render_plain` that items like ``item`` share: the instruction and
+        examples, plus the first :attr:`shared_fields` field lines. It ends after one newline: BPE
+        tokenizers (SmolLM2) write a trailing "\\n\\n" as one token but split it inside the full prompt.
+        """
+        if self.shared_fields <= 0:
+            return len(self.plain_prefix()) - 1
+        lines = self.render_item(item).split("\n")
+        shared = "\n".join(lines[: self.shared_fields]) + "\n"
+        return len(self.plain_prefix()) + len(shared)
 
     def render_plain(self, item: InputT) -> str:
         """The completion prompt for ``item``; a judge continues it with one of :attr:`choices`."""
@@ -350,6 +364,7 @@ RESPONSE_ADHERENCE = JudgePrompt(
     ),
     fields=(("context", "Context"), ("statement", "Statement")),
     correctable=True,
+    shared_fields=1,
 )
 
 PROMPTS: tuple[JudgePrompt[Any], ...] = (
