@@ -12,6 +12,7 @@ cache off (every judgment computed), then evaluate again on a warm cache. The la
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import tempfile
@@ -83,6 +84,46 @@ def main() -> None:
     generate = answer_fn(args.model)
     seconds = _timed(lambda: vera.enhance_sync(rows, generate))[0]
     figures["enhance_regenerate"] = _report("enhance (no cache, regenerates from C')", seconds, n, raw_s)
+
+    # Label scoring through score_choices (one prompt pass, cached shared prefix) against the
+    # fallback that scores every label as its own ScoreRequest, on the rows' context sentences.
+    class ScoreOnly:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+            self.info = inner.info
+
+        def count_tokens(self, text: str) -> int:
+            return int(self.inner.count_tokens(text))
+
+        async def aclose(self) -> None:
+            return None
+
+        async def score(self, requests: Any) -> Any:
+            return await self.inner.score(requests)
+
+    from ragsense.text import split_sentences
+    from ragsense.vera import CONTEXT_RELEVANCE, ContextSentenceInput, LabelJudge
+
+    sentence_items = [
+        ContextSentenceInput(question=r.question, sentence=s.text)
+        for r in rows
+        for s in split_sentences(r.contexts[0])
+    ]
+    fast = _timed(lambda: asyncio.run(LabelJudge(model).judge(CONTEXT_RELEVANCE, sentence_items)))[0]
+    slow = _timed(lambda: asyncio.run(LabelJudge(ScoreOnly(model)).judge(CONTEXT_RELEVANCE, sentence_items)))[
+        0
+    ]
+    per = len(sentence_items)
+    print(
+        f"label scoring, {per} sentence judgments: score_choices {fast / per:.3f} s each, "
+        f"one request per label {slow / per:.3f} s each ({slow / fast:.1f}x)"
+    )
+    figures["label_scoring"] = {
+        "judgments": per,
+        "score_choices_s": round(fast / per, 4),
+        "per_label_requests_s": round(slow / per, 4),
+        "speedup": round(slow / fast, 2),
+    }
 
     with tempfile.TemporaryDirectory() as tmp:
         cached = Vera(model, cache_dir=tmp)

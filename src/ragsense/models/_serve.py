@@ -43,6 +43,7 @@ True
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import sys
@@ -331,6 +332,9 @@ class ModelService:
                     raise RequestError(str(exc)) from None
             else:
                 generated = self._structured_chat(messages, schema, config)
+            if schema is not None:
+                # The reply is the whole JSON document, scored choices included: count all its tokens.
+                generated = dataclasses.replace(generated, n_tokens=model.count_tokens(generated.text))
         return {
             "id": f"chatcmpl-{time.time_ns():x}",
             "object": "chat.completion",
