@@ -117,32 +117,9 @@ def vera_from_args(args: argparse.Namespace) -> Vera:
 
 def answer_fn(model_name: str, **options: Any) -> AnswerFn:
     """Answers from documents with ragsense's RAG prompt and ``model_name`` (chat format when it has one)."""
-    from ragsense.models import SupportsGeneration, require
-    from ragsense.rag import (
-        DEFAULT_GENERATION,
-        RagPrompt,
-        first_line,
-        generate_answers,
-        resolve_prompt_format,
-    )
+    from ragsense.rag import answer_function
 
-    model = load_model(model_name, **options)
-    generator = require(model, SupportsGeneration, "--generator")  # type: ignore[type-abstract]
-    prompt_format = resolve_prompt_format("auto", generator)
-    prompt = RagPrompt()
-
-    async def answer(questions: list[str], documents: list[list[str]]) -> list[str]:
-        generations = await generate_answers(
-            generator,
-            questions,
-            documents,
-            prompt=prompt,
-            prompt_format=prompt_format,
-            generation=DEFAULT_GENERATION,
-        )
-        return [first_line(g.text) for g in generations]
-
-    return answer
+    return answer_function(load_model(model_name, **options))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,7 +21,6 @@ output re-evaluated by the same judge (as the paper re-evaluates its outputs wit
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import string
@@ -30,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from ragsense._async import run_sync
-from ragsense.data import RagRow, SquadItem, load_squad_v2
+from ragsense.data import RagRow, SquadItem, load_squad_v2, write_jsonl
 from ragsense.errors import ParameterError
 from ragsense.experiments._stats import bootstrap_ci
-from ragsense.models import DEFAULT_MODEL, LanguageModel, SupportsGeneration, load_model, require
-from ragsense.rag import DEFAULT_GENERATION, RagPrompt, first_line, generate_answers, resolve_prompt_format
+from ragsense.models import DEFAULT_MODEL, LanguageModel, load_model
+from ragsense.rag import RagPrompt, answer_function
 from ragsense.vera import RetrievalCheck, Vera, VeraEnhancement, VeraEvaluation
 
 DEFAULT_LIMIT = 200
@@ -109,20 +108,7 @@ def vera_squad(
     judge_model = model if model is not None else load_model(DEFAULT_MODEL)
     gen_model = generator if generator is not None else DEFAULT_MODEL
     gen = load_model(gen_model) if isinstance(gen_model, str) else gen_model
-    gen = require(gen, SupportsGeneration, "the generator")  # type: ignore[type-abstract]
-    prompt = RagPrompt(instruction=SQUAD_INSTRUCTION)
-    prompt_format = resolve_prompt_format("auto", gen)
-
-    async def answer(questions: list[str], documents: list[list[str]]) -> list[str]:
-        generations = await generate_answers(
-            gen,
-            questions,
-            documents,
-            prompt=prompt,
-            prompt_format=prompt_format,
-            generation=DEFAULT_GENERATION,
-        )
-        return [first_line(g.text) for g in generations]
+    answer = answer_function(gen, prompt=RagPrompt(instruction=SQUAD_INSTRUCTION))
 
     # SQuAD gives each question its paragraph: as in the paper there is no retrieval to skip, so the
     # chain runs without step 1; the check is still asked and reported (retrieval_required).
@@ -189,11 +175,8 @@ def vera_squad(
         seconds=round(time.perf_counter() - started, 1),
     )
     if out is not None:
-        folder = Path(out)
-        folder.mkdir(parents=True, exist_ok=True)
-        with (folder / "vera_squad.jsonl").open("w", encoding="utf-8") as handle:
-            for rec in records:
-                handle.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        Path(out).mkdir(parents=True, exist_ok=True)
+        write_jsonl(Path(out) / "vera_squad.jsonl", records)
     return figures
 
 
@@ -333,11 +316,8 @@ def vera_wikieval(
         for key in ("context_relevance", "response_relevance", "adherence_judge", "adherence_consens"):
             figures[f"mean_{key}_{kind}"] = _mean([r[kind][key] for r in records if kind in r])
     if out is not None:
-        folder = Path(out)
-        folder.mkdir(parents=True, exist_ok=True)
-        with (folder / "vera_wikieval.jsonl").open("w", encoding="utf-8") as handle:
-            for rec in records:
-                handle.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        Path(out).mkdir(parents=True, exist_ok=True)
+        write_jsonl(Path(out) / "vera_wikieval.jsonl", records)
     return figures
 
 

@@ -10,7 +10,7 @@ by one until it fits; the answer records how many were dropped (``documents_drop
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -129,6 +129,36 @@ async def generate_answers(
         return await generator.chat(conversations, generation)
     prompts = [prompt.render_plain(q, t) for q, t in zip(questions, documents, strict=True)]
     return await generator.generate(prompts, generation)
+
+
+def answer_function(
+    generator: LanguageModel,
+    *,
+    prompt: RagPrompt | None = None,
+    prompt_format: PromptFormat = "auto",
+    generation: GenerationConfig = DEFAULT_GENERATION,
+) -> Callable[[list[str], list[list[str]]], Coroutine[Any, Any, list[str]]]:
+    """``await answer(questions, documents_per_question)``: first-line answers from ``generator``.
+
+    The shape VERA's enhancer and pipeline take for "the generator"; documents are ranked best first.
+
+    >>> import asyncio
+    >>> from ragsense.models import load_model
+    >>> answer = answer_function(load_model("fake"), prompt_format="plain")
+    >>> asyncio.run(answer(["Who?"], [["Ann did it."]]))
+    ['fake answer about Answer:']
+    """
+    checked = require(generator, SupportsGeneration, "the generator")  # type: ignore[type-abstract]
+    fmt = resolve_prompt_format(prompt_format, checked)
+    rag_prompt = prompt or RagPrompt()
+
+    async def answer(questions: list[str], documents: list[list[str]]) -> list[str]:
+        generations = await generate_answers(
+            checked, questions, documents, prompt=rag_prompt, prompt_format=fmt, generation=generation
+        )
+        return [first_line(g.text) for g in generations]
+
+    return answer
 
 
 class NaiveRagPipeline:
