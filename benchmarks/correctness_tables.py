@@ -23,6 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from ragsense.cache import cache_dir
 from ragsense.correctness import (
     DEFAULT_AGGREGATES,
     DEFAULT_THRESHOLDS,
@@ -34,7 +35,7 @@ from ragsense.correctness import (
     evaluate_estimates,
 )
 from ragsense.experiments._correctness import squad_split
-from ragsense.models import cache_dir, load_model
+from ragsense.models import load_model
 
 DEFAULT = PerturbationSettings()
 # (name, PM, settings): cheap and central ones first, so a cut-short run still fills the main tables.
@@ -233,7 +234,7 @@ def split_details(args: argparse.Namespace) -> None:
     import tempfile
 
     from ragsense.experiments._correctness import correctness_squad
-    from ragsense.experiments._stats import roc_auc
+    from ragsense.stats import roc_auc
 
     with tempfile.TemporaryDirectory() as tmp:
         correctness_squad(limit=300, out=tmp, cache=str(cache_dir() / "correctness"))

@@ -24,13 +24,13 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2():  # type: ignore[no-untyped-def]
-    from ragsense.consens import get_model
+    from ragsense.models import shared_pool
 
-    return get_model("smollm2-135m")
+    return shared_pool().get("smollm2-135m")
 
 
 @pytest.fixture(scope="session")
 def gemma3():  # type: ignore[no-untyped-def]
-    from ragsense.consens import get_model
+    from ragsense.models import shared_pool
 
-    return get_model("gemma3-270m")
+    return shared_pool().get("gemma3-270m")

@@ -85,9 +85,14 @@ def test_failing_system_marks_the_query_and_goes_on(tmp_path: Path) -> None:
     run = run_kinship(source, CallableSystem(flaky), [5], tmp_path, relations=[])
     [control] = run.results
     records = [json.loads(line) for line in (tmp_path / "answers.jsonl").read_text().splitlines()]
-    failed = [r for r in records if r.get("error")]
+    failed = [r for r in records if r["errors"]]
     assert failed and all("Eleanor" in r["question"] for r in failed)
-    assert all("backend down" in r["error"] for r in failed)
+    assert all(
+        r["errors"] == [{"metric": "system", "field": None, "message": "RuntimeError: backend down"}]
+        and r["answer"] is None
+        and r["correct"] is None
+        for r in failed
+    )
     assert control["n_errors"] == len(failed)
     assert control["accuracy"] == pytest.approx((208 - len(failed)) / 208)
 
@@ -105,7 +110,19 @@ def test_k_larger_than_a_store_is_refused_before_running(tmp_path: Path) -> None
     assert not (tmp_path / "answers.jsonl").exists()
 
 
-def test_resume_continues_and_gives_identical_results(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("max_queries", "stop_at", "asked_again"),
+    [
+        # Conditions of different sizes (208 control, 16 aunt questions): chunks of 208, the last one
+        # holds both aunt groups; stopping at the third group loses that chunk.
+        (None, 3, [15, 5]),
+        # Every condition samples 16 questions: each chunk is exactly one (condition, k) group.
+        (16, 4, [5]),
+    ],
+)
+def test_resume_continues_and_gives_identical_results(
+    tmp_path: Path, max_queries: int | None, stop_at: int, asked_again: list[int]
+) -> None:
     source = generate_kinship_source(12, 3, seed=0)
     calls: list[int] = []
 
@@ -113,29 +130,47 @@ def test_resume_continues_and_gives_identical_results(tmp_path: Path) -> None:
         calls.append(k)
         return oracle(documents, k)
 
-    fresh = run_kinship(source, CallableSystem(oracle), [5, 15], tmp_path / "a", relations=["aunt"])
+    options: dict[str, Any] = {"relations": ["aunt"], "max_queries": max_queries}
+    lines: list[str] = []
+    fresh = run_kinship(
+        source, CallableSystem(oracle), [5, 15], tmp_path / "a", progress=lines.append, **options
+    )
+    assert [line.split()[:2] for line in lines] == [
+        ["control", "k=15"],
+        ["control", "k=5"],
+        ["aunt", "k=15"],
+        ["aunt", "k=5"],
+    ]
     out = tmp_path / "b"
     stop = {"n": 0}
 
     def interrupt(line: str) -> None:
         stop["n"] += 1
-        if stop["n"] == 3:
+        if stop["n"] == stop_at:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_kinship(source, CallableSystem(oracle), [5, 15], out, relations=["aunt"], progress=interrupt)
+        run_kinship(source, CallableSystem(oracle), [5, 15], out, progress=interrupt, **options)
     with open(out / "answers.jsonl", "a") as fh:
         fh.write('{"condition": "aunt", "k": 5, "qu')  # a half-written line from a crash
     with pytest.raises(FileExistsError):
-        run_kinship(source, CallableSystem(oracle), [5, 15], out, relations=["aunt"])
-    resumed = run_kinship(source, CallableSystem(counting), [5, 15], out, relations=["aunt"], resume=True)
+        run_kinship(source, CallableSystem(oracle), [5, 15], out, **options)
+    resumed_lines: list[str] = []
+    resumed = run_kinship(
+        source, CallableSystem(counting), [5, 15], out, resume=True, progress=resumed_lines.append, **options
+    )
+    assert calls == asked_again  # only the unfinished chunk was asked again
     assert resumed.n_resumed > 0 and resumed.n_answered > 0
-    assert len(calls) == 1  # only the unfinished (condition, k) chunk was asked again
+    assert resumed.n_resumed + resumed.n_answered == fresh.n_answered
     assert resumed.results == fresh.results
-    lines = (out / "answers.jsonl").read_text().splitlines()
-    assert len(lines) == len((tmp_path / "a" / "answers.jsonl").read_text().splitlines())
+    assert sorted(resumed_lines) == sorted(lines)  # every group is reported, resumed ones too
+    assert (out / "answers.jsonl").read_text() == (tmp_path / "a" / "answers.jsonl").read_text()
+    again = run_kinship(source, CallableSystem(counting), [5, 15], out, resume=True, **options)
+    assert again.n_answered == 0 and again.results == fresh.results and calls == asked_again
     with pytest.raises(ParameterError, match="other settings"):
         run_kinship(source, CallableSystem(oracle), [5], out, relations=["aunt"], resume=True)
+    overwritten = run_kinship(source, CallableSystem(oracle), [5], out, relations=["aunt"], overwrite=True)
+    assert overwritten.n_resumed == 0 and overwritten.n_answered == 208 + 16
 
 
 class _OracleHandler(BaseHTTPRequestHandler):
@@ -183,9 +218,11 @@ def test_http_system_over_real_http(oracle_server: str, tmp_path: Path) -> None:
     run = run_kinship(source, HttpSystem(oracle_server), [5], tmp_path, relations=["uncle"])
     by = {r["condition"]: r for r in run.results}
     records = [json.loads(line) for line in (tmp_path / "answers.jsonl").read_text().splitlines()]
-    bad = [r for r in records if r.get("error")]
-    assert bad and all("Eleanor" in r["question"] and "no string 'answer'" in r["error"] for r in bad)
-    good = [r for r in records if r["condition"] == "control" and not r.get("error")]
+    bad = [r for r in records if r["errors"]]
+    assert bad and all(
+        "Eleanor" in r["question"] and "no string 'answer'" in r["errors"][0]["message"] for r in bad
+    )
+    good = [r for r in records if r["condition"] == "control" and not r["errors"]]
     assert all(r["correct"] and r["retrieval_recall"] == 1.0 for r in good)
     assert by["control"]["accuracy"] == pytest.approx(len(good) / by["control"]["n"])
     assert by["uncle"]["accuracy"] == 0.0
@@ -216,7 +253,14 @@ def test_a_system_whose_batch_call_fails_is_retried_question_by_question(tmp_pat
     source = generate_kinship_source(12, 3, seed=0)
     run = run_kinship(source, Batchy(), [5], tmp_path, relations=[])
     records = [json.loads(line) for line in (tmp_path / "answers.jsonl").read_text().splitlines()]
-    failed = [r for r in records if r.get("error")]
+    failed = [r for r in records if r["errors"]]
     assert len(records) == 208
-    assert failed and all("Eleanor" in r["question"] and "server went away" in r["error"] for r in failed)
+    assert failed and all(
+        "Eleanor" in r["question"]
+        and r["errors"]
+        == [{"metric": "system", "field": None, "message": "ConnectionError: server went away"}]
+        for r in failed
+    )
+    assert all(r["answer"] == "nobody" and r["correct"] is False for r in records if not r["errors"])
     assert run.results[0]["n_errors"] == len(failed) < 208
+    assert run.results[0]["accuracy"] == 0.0  # failed questions count as wrong

@@ -124,7 +124,7 @@ def test_cli_one_flag_server_generator(tmp_path: Path, capsys: pytest.CaptureFix
     run = json.loads((out / "run.json").read_text())["settings"]
     assert run["model"] == "openai:served-fake"
     records = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
-    assert len(records) == 4 and not any(r.get("error") for r in records)
+    assert len(records) == 4 and all(r["errors"] == [] for r in records)
     # The fake answers about the last line it was sent, the question: the chat turn reached the server.
     assert all(r["answer"] == f"fake answer about Question: {r['question']}"[:58] for r in records)
     assert not (out / "accuracy_vs_k.png").exists()

@@ -26,7 +26,7 @@ def test_sample_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
     out, err = capsys.readouterr()
     assert "consens" in out and "verdict" in out
     assert len([ln for ln in out.splitlines() if ln.strip()]) >= 2 + 8
-    assert "rows:" in err and "mean ConSens" in err
+    assert "8 rows: 8 ok" in err and "consens: n=8; consens " in err
 
 
 def test_bad_rows_are_marked_and_the_batch_goes_on(tmp_path: Path) -> None:
@@ -47,7 +47,7 @@ def test_bad_rows_are_marked_and_the_batch_goes_on(tmp_path: Path) -> None:
     ]
     src.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out.jsonl"
-    assert main(["grounding", str(src), "-o", str(out), "--table", "never"]) == 0
+    assert main(["grounding", str(src), "-o", str(out), "--table", "never"]) == 3  # finished, rows errored
     rows = _rows(out)
     assert [r["_row"] for r in rows] == list(range(6))
     errors = {r["_row"]: r["error"] for r in rows if "error" in r}
@@ -123,7 +123,7 @@ def test_unreachable_server_marks_rows_and_exits_non_zero(tmp_path: Path, port: 
             f"http://127.0.0.1:{port}/v1",
         ]
     )
-    assert code == 1
+    assert code == 3
     rows = _rows(out)
     assert len(rows) == 2
     assert all("cannot reach the server at http://127.0.0.1:9/v1" in r["error"]["message"] for r in rows)

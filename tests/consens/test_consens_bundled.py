@@ -4,7 +4,8 @@ import asyncio
 
 import pytest
 
-from ragsense.consens import GroundingScorer, grounding, grounding_batch
+from ragsense import grounding, grounding_batch
+from ragsense.consens import GroundingScorer
 from ragsense.models import ScoreRequest, load_model
 
 pytestmark = pytest.mark.model

@@ -4,7 +4,8 @@ import asyncio
 
 import pytest
 
-from ragsense.consens import GroundingScorer, PromptTemplate, grounding, grounding_batch
+from ragsense import grounding, grounding_batch
+from ragsense.consens import GroundingScorer, PromptTemplate
 from ragsense.errors import InputError
 from ragsense.models import load_model
 from ragsense.models._fake import FakeModel

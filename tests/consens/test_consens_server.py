@@ -2,7 +2,7 @@
 
 import pytest
 
-from ragsense.consens import grounding
+from ragsense import grounding
 from ragsense.models import load_model
 from ragsense.models._serve import start_in_thread
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from ragsense.correctness import (
@@ -14,14 +20,21 @@ from ragsense.correctness import (
     FeatureExtractor,
     PerturbationSettings,
     SampleFeatures,
+    _scoring,
     correctness_targets,
     feature_names,
 )
-from ragsense.errors import InputError, ParameterError
+from ragsense.errors import InputError, ModelCallError, ParameterError
 from ragsense.experiments._correctness import squad_split
 from ragsense.models import load_model
+from ragsense.models._serve import start_in_thread
+
+pytestmark = pytest.mark.model
 
 FAST = PerturbationSettings(k=3, how="single_shot")
+# Features of samples[:3] under FAST, pinned from the extractor as it was before batching (one
+# run_sync and one generate_scored call per condition prompt).
+PINNED = Path(__file__).with_name("pinned_features.json")
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +66,35 @@ class _GenerateAndScoreOnly:
         return await self._inner.generate(prompts, config)
 
 
+class _Recording(_GenerateAndScoreOnly):
+    """The SmolLM2 backend with scored generation, recording how many prompts each call carries."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.calls: list[int] = []
+
+    async def generate_scored(self, prompts: Any, config: Any) -> Any:
+        self.calls.append(len(prompts))
+        return await self._inner.generate_scored(prompts, config)
+
+
+def test_one_batched_call_is_bit_identical_to_the_per_prompt_path(
+    smollm2: Any, samples: list[CorrectnessSample]
+) -> None:
+    if smollm2.torch_device.type != "cpu":
+        pytest.skip("pinned on CPU, where the transformers backend scores one sequence per pass")
+    recording = _Recording(smollm2)
+    extractor = FeatureExtractor(recording, smollm2, settings=FAST)  # type: ignore[arg-type]
+    results = extractor.extract_many([*samples[:3], samples[0]])
+    # Nine distinct prompts (three conditions of three samples; the repeated sample adds none) in one call.
+    assert recording.calls == [9]
+    records = [r.to_record() for r in results if isinstance(r, SampleFeatures)]
+    assert records[:3] == json.loads(PINNED.read_text(encoding="utf-8"))
+    assert records[3] == records[0]
+
+
 def test_features_are_finite_cached_and_resumable(
-    smollm2: Any, samples: list[CorrectnessSample], tmp_path: Path
+    smollm2: Any, samples: list[CorrectnessSample], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     extractor = FeatureExtractor(smollm2, settings=FAST, cache_dir=tmp_path)
     [first] = extractor.extract_many(samples[:1])
@@ -70,7 +110,7 @@ def test_features_are_finite_cached_and_resumable(
     # A new extractor on the same cache computes nothing: the perturber and the model are not called.
     again = FeatureExtractor(smollm2, settings=FAST, cache_dir=tmp_path)
     again.perturber.perturb = None  # type: ignore[assignment,method-assign]
-    again._generate = None  # type: ignore[assignment,method-assign]
+    monkeypatch.setattr(_scoring, "answer_and_score", None)
     assert again.extract(samples[0]) == first
     again.close()
 
@@ -133,3 +173,105 @@ def test_train_save_load_estimate(smollm2: Any, samples: list[CorrectnessSample]
     assert estimate.correctness == pytest.approx(float(est.predict([estimate.features])[0]), abs=0)
     with pytest.raises(ParameterError, match="trained with base model 'smollm2-135m'"):
         CorrectnessEstimator.load(path, base_model=load_model("fake"))
+
+
+# -- model failures over HTTP ---------------------------------------------------------------------------
+Reply = Callable[[str, str, bytes], tuple[int, bytes]]
+
+
+def _server(reply: Reply) -> tuple[ThreadingHTTPServer, str]:
+    """An HTTP server on 127.0.0.1 whose answer (status, JSON body) to each request ``reply`` decides
+    from the method, the path and the request body."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self, method: str) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            status, payload = reply(method, self.path, body)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_POST(self) -> None:
+            self._answer("POST")
+
+        def do_GET(self) -> None:
+            self._answer("GET")
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Reply], str]]:
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(reply: Reply) -> str:
+        server, url = _server(reply)
+        servers.append(server)
+        return url
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+BOOM = b'{"error": {"message": "boom", "type": "server_error", "code": 500}}'
+
+
+def _outage(method: str, path: str, body: bytes) -> tuple[int, bytes]:
+    if method == "GET":
+        return 200, b'{"data": [{"id": "m", "object": "model"}]}'
+    if path.endswith("/tokenize"):
+        return 404, b"{}"  # no /tokenize: the client estimates token counts
+    return 500, BOOM
+
+
+def test_a_server_outage_is_a_model_error_on_the_row_not_an_input_error(
+    smollm2: Any, samples: list[CorrectnessSample], serve: Callable[[Reply], str]
+) -> None:
+    base = load_model("openai:m", base_url=serve(_outage), max_retries=0, context_window=2048)
+    extractor = FeatureExtractor(base, smollm2, settings=FAST)
+    outage, bad = extractor.extract_many([samples[0], CorrectnessSample("", "x")])
+    assert isinstance(outage, ModelCallError) and not isinstance(outage, InputError)
+    assert "HTTP 500: boom" in str(outage)
+    assert isinstance(bad, InputError) and (bad.row, bad.field) == (1, "question")
+    # The estimator passes the model's error on for the row, as it is.
+    pinned = [SampleFeatures.from_record(r) for r in json.loads(PINNED.read_text(encoding="utf-8"))]
+    est = CorrectnessEstimator(n_trees=3, target_metric="rouge_f1", extractor_config=extractor.config)
+    est.fit(pinned, [0.2, 0.9, 0.5])
+    [estimate] = asyncio.run(est.aestimate([samples[0]], base, smollm2))
+    assert isinstance(estimate, ModelCallError) and "HTTP 500" in str(estimate)
+
+
+def test_a_failing_request_marks_only_its_row(
+    smollm2: Any, samples: list[CorrectnessSample], serve: Callable[[Reply], str], tmp_path: Path
+) -> None:
+    real, real_url = start_in_thread(smollm2, model_name="m", log_requests=False)
+    forwarded: list[str] = []
+
+    def proxy(method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        if b"Zorblax" in body:
+            return 500, BOOM
+        forwarded.append(path)
+        url = real_url.removesuffix("/v1") + path
+        resp = httpx.request(method, url, content=body or None, timeout=120)
+        return resp.status_code, resp.content
+
+    try:
+        base = load_model("openai:m", base_url=serve(proxy), max_retries=0)
+        rows = [samples[0], CorrectnessSample("Who is Zorblax?", samples[0].context)]
+        good, failed = FeatureExtractor(base, smollm2, settings=FAST, cache_dir=tmp_path).extract_many(rows)
+    finally:
+        real.close()
+    assert isinstance(failed, ModelCallError) and "HTTP 500: boom" in str(failed)
+    assert isinstance(good, SampleFeatures), good
+    assert good.normal.answer == json.loads(PINNED.read_text(encoding="utf-8"))[0]["normal"]["answer"]
+    assert "/v1/completions" in forwarded

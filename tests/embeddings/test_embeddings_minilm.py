@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragsense.cache import EMBEDDINGS_DB_NAME, text_key
 from ragsense.embeddings import (
     CachedEmbedder,
     Embedder,
@@ -21,9 +22,7 @@ from ragsense.embeddings import (
     Vectors,
     bundled_model_dir,
     load_embedder,
-    text_key,
 )
-from ragsense.embeddings._cache import DB_NAME
 from ragsense.errors import BackendUnavailableError, ModelNotFoundError
 
 LONG = " ".join(f"token{i % 37} is part of a long paragraph about rivers." for i in range(60))
@@ -240,7 +239,7 @@ def test_cache_lru_is_bounded_and_disk_still_serves(tmp_path: Path) -> None:
     inner = CountingEmbedder()
     with CachedEmbedder(inner, tmp_path, memory_items=2) as cached:
         cached.embed(["a", "bb", "ccc"])
-        assert len(cached._memory) == 2
+        assert cached.store.memory_size == 2
         cached.clear_memory()
         cached.embed(["a", "bb", "ccc"])
         assert inner.n_texts == 3
@@ -253,7 +252,7 @@ def test_cache_file_holds_raw_float32_and_rewrites_bad_rows(tmp_path: Path) -> N
     inner = CountingEmbedder()
     with CachedEmbedder(inner, tmp_path, memory_items=0) as cached:
         expected = cached.embed(["a"])
-    db = sqlite3.connect(tmp_path / DB_NAME)
+    db = sqlite3.connect(tmp_path / EMBEDDINGS_DB_NAME)
     (blob,) = db.execute("SELECT vector FROM vectors").fetchone()
     assert np.array_equal(np.frombuffer(blob, dtype="<f4"), expected[0])
     with db:
@@ -279,7 +278,7 @@ def test_default_cache_dir_follows_the_environment(tmp_path: Path, monkeypatch: 
     with CachedEmbedder(CountingEmbedder()) as cached:
         assert cached.cache_dir == tmp_path / "embeddings"
         cached.embed(["x"])
-    assert (tmp_path / "embeddings" / DB_NAME).exists()
+    assert (tmp_path / "embeddings" / EMBEDDINGS_DB_NAME).exists()
 
 
 @pytest.mark.parametrize(

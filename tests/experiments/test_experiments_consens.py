@@ -71,10 +71,14 @@ def test_cli_prints_one_json_object_last(shared_data, capsys) -> None:  # type: 
 
 @pytest.mark.slow
 def test_wikieval_target_with_the_default_model(shared_data) -> None:  # type: ignore[no-untyped-def]
-    from ragsense.consens import get_model
+    from ragsense.models import shared_pool
 
     figures = EXPERIMENTS["consens-wikieval"](
-        model=get_model("smollm2-135m"), data=str(shared_data / "wikieval"), limit=None, seed=0, out=None
+        model=shared_pool().get("smollm2-135m"),
+        data=str(shared_data / "wikieval"),
+        limit=None,
+        seed=0,
+        out=None,
     )
     assert figures["auroc"] >= 0.88
 
@@ -99,10 +103,14 @@ def test_sentence_variant_drops_two_consecutive_sentences_with_answer_words(shar
 @pytest.mark.model
 def test_wikieval_first_items_with_the_default_model(shared_data) -> None:  # type: ignore[no-untyped-def]
     """A two-minute slice of Experiment 1 in the default suite (full run: 0.935, docs/results.md)."""
-    from ragsense.consens import get_model
+    from ragsense.models import shared_pool
 
     figures = EXPERIMENTS["consens-wikieval"](
-        model=get_model("smollm2-135m"), data=str(shared_data / "wikieval"), limit=12, seed=0, out=None
+        model=shared_pool().get("smollm2-135m"),
+        data=str(shared_data / "wikieval"),
+        limit=12,
+        seed=0,
+        out=None,
     )
     assert figures["n"] == 12
     assert figures["auroc_geometric"] >= 0.85  # measured 0.924 on these 12 pairs

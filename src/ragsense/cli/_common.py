@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ragsense.models import DEFAULT_MODEL, LanguageModel, load_model
+from ragsense.models import DEFAULT_MODEL, LanguageModel, shared_pool
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +47,8 @@ def model_name_from_args(args: argparse.Namespace) -> str:
     return DEFAULT_MODEL
 
 
-def model_from_args(args: argparse.Namespace) -> LanguageModel:
+def model_spec_from_args(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The model name and the load options the flags give (``--base-url``, ``--device``, ``--threads``)."""
     options: dict[str, Any] = {}
     args.model = model_name_from_args(args)
     if args.model.startswith("openai:"):
@@ -57,4 +58,10 @@ def model_from_args(args: argparse.Namespace) -> LanguageModel:
         options["device"] = args.device
         if args.threads is not None:
             options["threads"] = args.threads
-    return load_model(args.model, **options)
+    return args.model, options
+
+
+def model_from_args(args: argparse.Namespace) -> LanguageModel:
+    """The model the flags name, from the process-wide pool (loaded once per process)."""
+    name, options = model_spec_from_args(args)
+    return shared_pool().get(name, **options)

@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from ragsense.cli._common import add_model_options, model_from_args
+from ragsense.cli._common import model_spec_from_args
+from ragsense.cli._run import (
+    add_run_options,
+    error_text,
+    fmt,
+    legacy_shape,
+    question_of,
+    row_id,
+    run_command,
+)
+from ragsense.metrics import references
 
 _FEATURE_FIELDS = ("baseline", "normal", "perturbed", "perturbation")
 
@@ -68,12 +76,8 @@ def add_parser(sub: Any) -> None:
     features = actions.add_parser(
         "features", help="base-model NLL features of rows (question, context[, reference])"
     )
-    features.add_argument("input", help="rows as .jsonl, .json or .csv")
-    features.add_argument("-o", "--output", required=True, help="output JSONL (input fields + features)")
-    features.add_argument("--resume", action="store_true", help="continue an interrupted run in --output")
-    features.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    add_run_options(features, output_help="output .jsonl (input fields + features)", sample=False)
     add_perturbation_options(features)
-    add_model_options(features)
     features.set_defaults(run=run_features)
 
     train = actions.add_parser("train", help="fit the random forest on a features file with references")
@@ -102,11 +106,13 @@ def add_parser(sub: Any) -> None:
     predict = actions.add_parser(
         "predict", help="answer rows with the base model and estimate each answer's correctness"
     )
-    predict.add_argument("input", help="rows as .jsonl, .json or .csv (question, context)")
+    add_run_options(
+        predict,
+        output_help="output .jsonl, .csv or .parquet (input fields + answer + correctness; default: stdout)",
+        sample=False,
+    )
     predict.add_argument("--estimator", required=True, help="estimator file (.npz)")
-    predict.add_argument("-o", "--output", help="output JSONL (input fields + answer + correctness)")
     predict.add_argument("--cache-dir", help="feature cache directory")
-    add_model_options(predict)
     predict.set_defaults(run=run_predict)
 
 
@@ -121,67 +127,25 @@ def add_target_options(parser: Any) -> None:
     parser.add_argument("--threshold", type=float, help="correctness threshold t (default: per metric)")
 
 
-def _extractor(args: argparse.Namespace) -> Any:
-    from ragsense.correctness import FeatureExtractor
-    from ragsense.models import cache_dir, load_model
-
-    base = model_from_args(args)
-    pm = load_model(args.pm) if args.pm else None
-    return FeatureExtractor(
-        base, pm, settings=settings_from_args(args), cache_dir=args.cache_dir or cache_dir() / "correctness"
-    )
-
-
-def _sample(row: Any) -> Any:
-    from ragsense.correctness import CorrectnessSample
-
-    # One ground truth in `reference` (or RAGAS's `ground_truth`), or several in `references`.
-    refs = _references(row.reference) + _references(row.extra.get("references"))
-    return CorrectnessSample(row.question, "\n\n".join(row.contexts), refs, row.id)
-
-
-def _references(value: Any) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,) if value.strip() else ()
-    return tuple(str(v) for v in value if str(v).strip())
-
-
 def run_features(args: argparse.Namespace) -> int:
-    from ragsense.data import RagRow, read_rows
-    from ragsense.runner import run_batch
+    from ragsense.metrics import CorrectnessFeatures
 
-    extractor = _extractor(args)
-    config = extractor.config
+    if not args.output:
+        raise SystemExit("ragsense correctness features: give -o/--output (features are trained on later)")
+    model, options = model_spec_from_args(args)
+    step = CorrectnessFeatures(
+        model,
+        perturbation_model=args.pm,
+        settings=settings_from_args(args),
+        model_options=options,
+        feature_cache=args.cache_dir,
+    )
+    columns = [("id", 8, row_id), ("question", 40, question_of), ("answer", 40, _answer_cell)]
+    return run_command(args, "correctness features", [step], columns, shape=legacy_shape())
 
-    def process(chunk: list[RagRow]) -> list[dict[str, Any] | Exception]:
-        out: list[dict[str, Any] | Exception] = []
-        for result in extractor.extract_many([_sample(r) for r in chunk]):
-            if isinstance(result, Exception):
-                out.append(result)
-            else:
-                record = result.to_record()
-                del record["id"]
-                record["feature_config"] = config
-                out.append(record)
-        return out
 
-    try:
-        summary = run_batch(
-            read_rows(args.input, require_answer=False),
-            process,
-            args.output,
-            resume=args.resume,
-            overwrite=args.overwrite,
-            desc="correctness features",
-        )
-    finally:
-        extractor.close()
-    print(f"{summary}; features in {args.output}", file=sys.stderr)
-    for row, field, message in summary.errors:
-        print(f"  row {row}{f' field {field!r}' if field else ''}: {message}", file=sys.stderr)
-    return 0 if summary.n_ok or not summary.n_rows else 1
+def _answer_cell(record: dict[str, Any]) -> str:
+    return error_text(record) or str(record.get("answer", ""))
 
 
 def _load_features(path: str) -> tuple[list[Any], list[tuple[str, ...]], dict[str, Any], list[str]]:
@@ -190,7 +154,7 @@ def _load_features(path: str) -> tuple[list[Any], list[tuple[str, ...]], dict[st
     from ragsense.errors import InputError
 
     features: list[Any] = []
-    references: list[tuple[str, ...]] = []
+    refs: list[tuple[str, ...]] = []
     skipped: list[str] = []
     config: dict[str, Any] | None = None
     for line_no, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
@@ -212,17 +176,17 @@ def _load_features(path: str) -> tuple[list[Any], list[tuple[str, ...]], dict[st
             )
         features.append(SampleFeatures.from_record({**record, "id": record.get("id", line_no)}))
         ref = record.get("reference", record.get("ground_truth"))
-        references.append(_references(ref) + _references(record.get("references")))
+        refs.append(references(ref) + references(record.get("references")))
     if config is None:
         raise InputError(f"{path!r} holds no usable features row")
-    return features, references, config, skipped
+    return features, refs, config, skipped
 
 
 def run_train(args: argparse.Namespace) -> int:
     from ragsense.correctness import CorrectnessEstimator, correctness_targets
 
-    features, references, config, skipped = _load_features(args.features)
-    targets = correctness_targets([f.answer for f in features], references, args.metric)
+    features, refs, config, skipped = _load_features(args.features)
+    targets = correctness_targets([f.answer for f in features], refs, args.metric)
     estimator = CorrectnessEstimator(
         n_trees=args.trees,
         seed=args.seed,
@@ -247,7 +211,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from ragsense.correctness import CorrectnessEstimator, correctness_targets, evaluate_estimates
 
     estimator = CorrectnessEstimator.load(args.estimator)
-    features, references, config, skipped = _load_features(args.features)
+    features, refs, config, skipped = _load_features(args.features)
     if config["base_model"] != estimator.extractor_config.get("base_model"):
         from ragsense.errors import ParameterError
 
@@ -256,7 +220,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             f"with {estimator.extractor_config['base_model']['name']!r}",
             parameter="features",
         )
-    targets = correctness_targets([f.answer for f in features], references, estimator.target_metric)
+    targets = correctness_targets([f.answer for f in features], refs, estimator.target_metric)
     threshold = estimator.threshold if args.threshold is None else args.threshold
     figures = evaluate_estimates(estimator.predict(features).tolist(), targets, threshold)
     figures["skipped"] = len(skipped)
@@ -265,33 +229,22 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from ragsense.correctness import CorrectnessEstimator
-    from ragsense.data import RagRow, read_rows
-    from ragsense.models import cache_dir
-    from ragsense.runner import run_batch
+    from ragsense.metrics import Correctness
 
-    base = model_from_args(args)
-    estimator = CorrectnessEstimator.load(args.estimator, base_model=base)
-    cache = args.cache_dir or cache_dir() / "correctness"
-
-    def process(chunk: list[RagRow]) -> list[dict[str, Any] | Exception]:
-        results = estimator.estimate([_sample(r) for r in chunk], base, cache_dir=cache)
-        out: list[dict[str, Any] | Exception] = []
-        for res in results:
-            if isinstance(res, Exception):
-                out.append(res)
-            else:
-                record = res.to_record()
-                del record["id"]
-                out.append(record)
-        return out
-
-    with tempfile.TemporaryDirectory() as tmp:
-        out_path = Path(args.output) if args.output else Path(tmp) / "out.jsonl"
-        summary = run_batch(
-            read_rows(args.input, require_answer=False), process, out_path, overwrite=True, desc="correctness"
-        )
-        if not args.output:
-            sys.stdout.write(out_path.read_text(encoding="utf-8"))
-    print(f"{summary}", file=sys.stderr)
-    return 0 if summary.n_ok or not summary.n_rows else 1
+    model, options = model_spec_from_args(args)
+    metric = Correctness(
+        args.estimator,
+        model=model if args.model or args.base_url else None,
+        model_options=options,
+        feature_cache=args.cache_dir,
+    )
+    columns = [
+        ("id", 8, row_id),
+        ("question", 40, question_of),
+        ("answer", 36, _answer_cell),
+        ("correctness", 11, lambda r: fmt(r.get("correctness"))),
+    ]
+    shape = legacy_shape(
+        {"correctness_answer": "answer", "correctness_context_truncated": "context_truncated"}
+    )
+    return run_command(args, "correctness predict", [metric], columns, shape=shape, stdout_default=True)

@@ -8,7 +8,8 @@ import sys
 from collections.abc import Sequence
 
 from ragsense._version import __version__
-from ragsense.cli import _bench, _correctness, _experiment, _grounding, _models, _serve, _vera
+from ragsense.cli import _bench, _correctness, _evaluate, _experiment, _grounding, _models, _serve, _vera
+from ragsense.cli._run import EXIT_USAGE
 from ragsense.errors import RagsenseError
 
 
@@ -20,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ragsense {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (_grounding, _correctness, _vera, _experiment, _bench, _models, _serve):
+    for module in (_evaluate, _grounding, _vera, _correctness, _experiment, _bench, _models, _serve):
         module.add_parser(sub)
     return parser
 
@@ -31,12 +32,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
         code: int = args.run(args)
-    except RagsenseError as exc:
+    except (RagsenseError, FileNotFoundError, FileExistsError) as exc:
         print(f"ragsense: error: {exc}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, FileExistsError) as exc:
+        return EXIT_USAGE
+    except ValueError as exc:  # a resume that does not match its output file, a bad parameter value
         print(f"ragsense: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("ragsense: interrupted; finished rows are saved (continue with --resume)", file=sys.stderr)
         return 130

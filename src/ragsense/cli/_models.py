@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ragsense.models import BUNDLED_MODELS, DEFAULT_MODEL, available_backends, cache_dir
+from ragsense.cache import cache_dir
+from ragsense.models import BUNDLED_MODELS, DEFAULT_MODEL, available_backends
 
 
 def add_parser(sub: Any) -> None:

@@ -1,11 +1,13 @@
 """ConSens context grounding: the score, leave-one-document-out attribution, the similarity baseline.
 
->>> from ragsense.consens import grounding
->>> grounding("Who?", ["Ada Lovelace wrote the first program."], "Ada Lovelace.", model="fake").consens > 0
+>>> import asyncio
+>>> from ragsense.models import load_model
+>>> scorer = GroundingScorer(load_model("fake"))
+>>> [r] = asyncio.run(scorer.score([("Who?", ["Ada Lovelace wrote the first program."], "Ada Lovelace.")]))
+>>> r.consens > 0
 True
 """
 
-from ragsense.consens._api import get_model, grounding, grounding_batch, score_rows
 from ragsense.consens._math import (
     Aggregation,
     consens_from_log_ppl,
@@ -15,28 +17,36 @@ from ragsense.consens._math import (
 from ragsense.consens._prompt import PAPER_TEMPLATE, PromptTemplate
 from ragsense.consens._scorer import (
     DEFAULT_AGGREGATION,
+    GROUNDED_AT,
+    NO_CONTEXT_CACHE,
+    UNGROUNDED_BELOW,
+    VERDICTS,
     DocumentAttribution,
     GroundingResult,
     GroundingScorer,
+    NoContextCache,
     WordDetail,
+    verdict,
 )
 from ragsense.consens._similarity import answer_context_similarity
 
 __all__ = [
     "DEFAULT_AGGREGATION",
+    "GROUNDED_AT",
+    "NO_CONTEXT_CACHE",
     "PAPER_TEMPLATE",
+    "UNGROUNDED_BELOW",
+    "VERDICTS",
     "Aggregation",
     "DocumentAttribution",
     "GroundingResult",
     "GroundingScorer",
+    "NoContextCache",
     "PromptTemplate",
     "WordDetail",
     "answer_context_similarity",
     "consens_from_log_ppl",
     "consens_from_word_nll",
-    "get_model",
-    "grounding",
-    "grounding_batch",
     "log_mean_perplexity",
-    "score_rows",
+    "verdict",
 ]

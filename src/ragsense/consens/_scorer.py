@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -28,6 +28,29 @@ from ragsense.text import ContentSelection, align_tokens_to_words, content_words
 # Aggregation used for `consens` unless the caller picks one. Chosen from the experiments across
 # WikiEval and PubMedQA (docs/results.md, "Choosing the aggregation").
 DEFAULT_AGGREGATION = Aggregation.GEOMETRIC
+# Verdict bands on the ConSens scale. ConSens is tanh(r/2) with r = ln(P_empty / P_context): 0.5 means
+# the context makes the answer's content words about 3x less perplexing, 0 means no effect.
+GROUNDED_AT = 0.5
+UNGROUNDED_BELOW = 0.0
+VERDICTS = ("grounded", "weak", "ungrounded")
+
+
+def verdict(consens: float) -> str:
+    """``grounded`` (>= 0.5), ``weak`` (0 to 0.5) or ``ungrounded`` (< 0).
+
+    >>> [verdict(x) for x in (0.9, 0.2, -0.3)]
+    ['grounded', 'weak', 'ungrounded']
+    """
+    if consens >= GROUNDED_AT:
+        return "grounded"
+    return "weak" if consens >= UNGROUNDED_BELOW else "ungrounded"
+
+
+NoContextCache = OrderedDict[ScoreRequest, ContinuationScore]
+"""No-context scores by request; one per model can be shared by every scorer on that model."""
+NO_CONTEXT_CACHE = "consens.no_context"
+"""The name of a model's shared no-context cache in a :class:`~ragsense.models.ModelPool`."""
+
 # Tokens kept free below the model window (the answer prefix and tokenizer edge effects).
 _WINDOW_MARGIN = 8
 
@@ -74,9 +97,41 @@ class GroundingResult:
     top_document: int | None = None
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def verdict(self) -> str:
+        """The verdict band of :attr:`consens`: ``grounded``, ``weak`` or ``ungrounded``."""
+        return verdict(self.consens)
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (no NaN or infinity: overflowing perplexities are ``None``)."""
-        return asdict(self)
+        """A JSON-ready dict (no NaN or infinity: overflowing perplexities are ``None``), with ``verdict``."""
+        fields = asdict(self)
+        fields["verdict"] = self.verdict
+        return fields
+
+    @classmethod
+    def from_dict(cls, fields: Mapping[str, Any]) -> GroundingResult:
+        """The result back from :meth:`to_dict` output (extra keys such as ``verdict`` are ignored).
+
+        >>> r = GroundingResult(0.5, 1.1, 2.0, 6.0, "geometric", {"geometric": 0.5}, [])
+        >>> GroundingResult.from_dict(r.to_dict()) == r
+        True
+        """
+        attribution = fields.get("attribution")
+        return cls(
+            consens=fields["consens"],
+            r=fields["r"],
+            ppl_context=fields["ppl_context"],
+            ppl_empty=fields["ppl_empty"],
+            aggregation=fields["aggregation"],
+            consens_by_aggregation=dict(fields["consens_by_aggregation"]),
+            words=[WordDetail(**w) for w in fields["words"]],
+            fallback=fields.get("fallback"),
+            truncated=bool(fields.get("truncated", False)),
+            context_tokens_dropped=int(fields.get("context_tokens_dropped", 0)),
+            attribution=None if attribution is None else [DocumentAttribution(**a) for a in attribution],
+            top_document=fields.get("top_document"),
+            notes=list(fields.get("notes", [])),
+        )
 
 
 @dataclass
@@ -111,13 +166,16 @@ class GroundingScorer:
         template: PromptTemplate | None = None,
         aggregation: Aggregation | str = DEFAULT_AGGREGATION,
         cache_size: int = 4096,
+        no_context_cache: NoContextCache | None = None,
     ) -> None:
         # mypy rejects a Protocol where type[T] is expected (python/mypy#4717); require() only
         # uses it with isinstance, which a runtime_checkable Protocol supports.
         self.model = require(model, SupportsLogprobs, "ConSens")  # type: ignore[type-abstract]
         self.template = template or PromptTemplate()
         self.aggregation = Aggregation(aggregation)
-        self._empty_cache: OrderedDict[ScoreRequest, ContinuationScore] = OrderedDict()
+        # Given by a model pool, the cache is shared by every scorer on the model (ConSens and VERA's
+        # ConSens signal ask for the same no-context passes once).
+        self._empty_cache: NoContextCache = OrderedDict() if no_context_cache is None else no_context_cache
         self._cache_size = cache_size
 
     async def score(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragsense._jsoncache import JsonCache, cache_key
+from ragsense.cache import JsonCache, cache_key
 
 DB_NAME = "correctness.sqlite3"
 

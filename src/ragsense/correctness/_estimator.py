@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ragsense._async import run_sync
 from ragsense._version import __version__
 from ragsense.correctness._features import (
     FEATURES_VERSION,
@@ -30,6 +31,7 @@ from ragsense.correctness._perturb import PerturbationSettings
 from ragsense.correctness._targets import METRICS, Metric
 from ragsense.errors import InputError, ParameterError
 from ragsense.models import LanguageModel
+from ragsense.stats import roc_auc
 
 FORMAT = "ragsense-correctness-estimator"
 FORMAT_VERSION = 1
@@ -51,8 +53,6 @@ def evaluate_estimates(
     >>> evaluate_estimates([0.9, 0.2, 0.8, 0.4], [1.0, 0.1, 0.6, 0.3], threshold=0.5)
     {'mse': 0.0175, 'auroc': 1.0, 'accuracy': 1.0, 'f1': 1.0, 'threshold': 0.5, 'n': 4, 'positives': 2}
     """
-    from ragsense.experiments._stats import roc_auc
-
     pred = np.asarray(predicted, dtype=np.float64)
     true = np.asarray(target, dtype=np.float64)
     if pred.shape != true.shape or pred.ndim != 1 or pred.size == 0:
@@ -167,18 +167,22 @@ class CorrectnessEstimator:
         """:func:`evaluate_estimates` of this estimator's predictions at its threshold."""
         return evaluate_estimates(self.predict(features).tolist(), targets, self.threshold)
 
-    def estimate(
+    async def aestimate(
         self,
         samples: Sequence[CorrectnessSample],
         base_model: LanguageModel,
         perturbation_model: LanguageModel | None = None,
         *,
         cache_dir: str | os.PathLike[str] | None = None,
-    ) -> list[CorrectnessEstimate | InputError]:
+    ) -> list[CorrectnessEstimate | Exception]:
         """Answer each sample with ``base_model`` and estimate that answer's correctness.
 
         The models must be the ones the estimator was trained with (checked by fingerprint); the
-        perturbation model defaults to loading the recorded one by name.
+        perturbation model defaults to loading the recorded one by name. A sample gives an
+        :class:`InputError` when its fields are at fault and the model's error (e.g.
+        :class:`~ragsense.errors.ModelCallError`) when its model call failed; the others go on.
+        All samples' prompts go to the base model in one batched call
+        (:meth:`FeatureExtractor.aextract_many`).
         """
         self.check_base_model(base_model)
         if perturbation_model is None:
@@ -197,24 +201,36 @@ class CorrectnessEstimator:
             cache_dir=None if cache_dir is None else Path(cache_dir),
             max_new_tokens=int(self.extractor_config["max_new_tokens"]),
         )
-        if extractor.config != self.extractor_config:
-            raise ParameterError(
-                "the feature settings differ from those the estimator was trained with", parameter="estimator"
-            )
         try:
-            extracted = extractor.extract_many(samples)
+            if extractor.config != self.extractor_config:
+                raise ParameterError(
+                    "the feature settings differ from those the estimator was trained with",
+                    parameter="estimator",
+                )
+            extracted = await extractor.aextract_many(samples)
         finally:
             extractor.close()
         good = [f for f in extracted if isinstance(f, SampleFeatures)]
         scores = iter(self.predict(good).tolist())
-        out: list[CorrectnessEstimate | InputError] = []
+        out: list[CorrectnessEstimate | Exception] = []
         for f in extracted:
-            if isinstance(f, InputError):
+            if isinstance(f, Exception):
                 out.append(f)
                 continue
             value = next(scores)
             out.append(CorrectnessEstimate(f.id, f.answer, value, value >= self.threshold, f))
         return out
+
+    def estimate(
+        self,
+        samples: Sequence[CorrectnessSample],
+        base_model: LanguageModel,
+        perturbation_model: LanguageModel | None = None,
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+    ) -> list[CorrectnessEstimate | Exception]:
+        """:meth:`aestimate` for synchronous callers (run it once, at the outermost level)."""
+        return run_sync(self.aestimate(samples, base_model, perturbation_model, cache_dir=cache_dir))
 
     # -- model checks -------------------------------------------------------------------------------
     def check_base_model(self, model: LanguageModel) -> None:

@@ -6,6 +6,10 @@ perturbed context (Perturbed), the question, and the BM's own output. Each place
 mean NLL of its tokens (the default feature) and by the max (kept for the ablation in
 docs/correctness.md). A token belongs to the place that holds its last character.
 
+Extraction is async: :meth:`FeatureExtractor.aextract_many` sends the condition prompts of all its
+samples to the BM in one batched call (:mod:`ragsense.correctness._scoring`), so a server backend
+answers them concurrently; the sync ``extract_many`` and ``extract`` are for outermost callers only.
+
 Everything computed is cached on disk (see :mod:`ragsense.correctness._cache`), keyed by the models'
 fingerprints, the prompt and the settings: a killed run resumes where it stopped, and the Baseline and
 Normal conditions, which do not depend on the perturbation, are computed once for every perturbation
@@ -15,24 +19,27 @@ setting tried.
 from __future__ import annotations
 
 import hashlib
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from ragsense._async import run_sync
 from ragsense.correctness._cache import FeatureCache, cache_key
 from ragsense.correctness._perturb import PerturbationSettings, PerturbedContext, Perturber
-from ragsense.correctness._prompt import ANSWER_STOPS, INSTRUCTION, PLACES, PROMPT_VERSION, build_prompt
-from ragsense.errors import InputError, RagsenseError
+from ragsense.correctness._prompt import (
+    ANSWER_STOPS,
+    INSTRUCTION,
+    PLACES,
+    PROMPT_VERSION,
+    PromptParts,
+    build_prompt,
+)
+from ragsense.correctness._scoring import RawCondition, answer_all, row_failure
+from ragsense.errors import InputError
 from ragsense.models import (
-    ContinuationScore,
     GenerationConfig,
     LanguageModel,
-    ScoreRequest,
     SupportsGeneration,
     SupportsLogprobs,
     SupportsScoredGeneration,
@@ -145,6 +152,37 @@ def _model_id(model: LanguageModel) -> dict[str, str]:
     return {"name": model.info.name, "fingerprint": model.info.fingerprint}
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """A checked sample, ready for the base model: its Baseline, Normal and Perturbed prompts."""
+
+    sample: CorrectnessSample
+    prompts: tuple[PromptParts, ...]
+    perturbation: PerturbedContext
+    truncated: bool
+
+
+def _summarize(parts: PromptParts, raw: RawCondition) -> ConditionResult:
+    """The NLL summary per place of one prompt's answer; a token belongs to the place that holds its
+    last character. Raises :class:`InputError` when a place has no token to score."""
+    by_place: dict[str, list[float]] = {place: [] for place in PLACES}
+    spans = {"instruction": parts.instruction, "context": parts.context, "question": parts.question}
+    for (start, end), lp in zip(raw.prompt.offsets, raw.prompt.logprobs, strict=True):
+        last = raw.offset + end - 1
+        if end <= start or last < parts.instruction[0]:
+            continue
+        by_place["prompt"].append(-lp)
+        for place, span in spans.items():
+            if span is not None and span[0] <= last < span[1]:
+                by_place[place].append(-lp)
+    by_place["output"] = [-lp for lp in raw.output_logprobs]
+    nll = {place: _summary(values) for place, values in by_place.items() if values}
+    missing = [p for p in PLACES if p not in nll and not (p == "context" and parts.context is None)]
+    if missing:
+        raise InputError(f"no token to score at place {missing[0]!r}", field="question")
+    return ConditionResult(answer=raw.text.strip(), finish_reason=raw.finish_reason, nll=nll)
+
+
 class FeatureExtractor:
     """Computes :class:`SampleFeatures` with a base model (BM) and a perturbation model (PM).
 
@@ -164,7 +202,7 @@ class FeatureExtractor:
         instruction: str = INSTRUCTION,
     ) -> None:
         self.base_model = base_model
-        self._generator = require(base_model, SupportsGeneration, "correctness estimation")  # type: ignore[type-abstract]
+        require(base_model, SupportsGeneration, "correctness estimation")  # type: ignore[type-abstract]
         if not isinstance(base_model, SupportsScoredGeneration):
             require(base_model, SupportsLogprobs, "correctness estimation")  # type: ignore[type-abstract]
         self.perturbation_model = perturbation_model or base_model
@@ -188,40 +226,87 @@ class FeatureExtractor:
             "max_new_tokens": self.max_new_tokens,
         }
 
-    # -- one sample ---------------------------------------------------------------------------------
+    # -- extraction -----------------------------------------------------------------------------------
+    async def aextract_many(self, samples: Iterable[CorrectnessSample]) -> list[SampleFeatures | Exception]:
+        """Features per sample, in order. A sample whose fields are at fault gives an
+        :class:`InputError` naming its row (its position) and field; a sample whose model call failed
+        gives the error the backend raised (:class:`~ragsense.errors.ModelCallError` for a server).
+        The others go on.
+
+        Every condition prompt of every sample that the cache does not hold goes to the base model in
+        one batched call (identical prompts once), so a server backend answers them concurrently.
+        """
+        results = await self._extract(list(samples))
+        return [
+            InputError(r.reason, row=row, field=r.field) if isinstance(r, InputError) else r
+            for row, r in enumerate(results)
+        ]
+
+    async def aextract(self, sample: CorrectnessSample) -> SampleFeatures:
+        """Features of one sample; raises :class:`InputError` naming the field at fault, or the
+        model's error."""
+        [result] = await self._extract([sample])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def extract_many(self, samples: Iterable[CorrectnessSample]) -> list[SampleFeatures | Exception]:
+        """:meth:`aextract_many` for synchronous callers (run it once, at the outermost level)."""
+        return run_sync(self.aextract_many(samples))
+
     def extract(self, sample: CorrectnessSample) -> SampleFeatures:
-        """Features of one sample; raises :class:`InputError` naming the field at fault."""
+        """:meth:`aextract` for synchronous callers."""
+        return run_sync(self.aextract(sample))
+
+    async def _extract(self, samples: list[CorrectnessSample]) -> list[SampleFeatures | Exception]:
+        plans: list[_Plan | Exception] = []
+        for sample in samples:
+            try:
+                plans.append(self._plan(sample))
+            except Exception as exc:
+                plans.append(row_failure(exc))
+        done: dict[str, ConditionResult | Exception] = {}  # by prompt text
+        groups: list[list[str]] = []
+        for plan in plans:
+            if isinstance(plan, _Plan):
+                groups.append([p.text for p in plan.prompts if not self._known(p.text, done)])
+        raw = await answer_all(self.base_model, groups, self._generation)
+        results: list[SampleFeatures | Exception] = []
+        for plan in plans:
+            if isinstance(plan, Exception):
+                results.append(plan)
+                continue
+            conditions = [self._condition(parts, raw, done) for parts in plan.prompts]
+            failed = [c for c in conditions if isinstance(c, Exception)]
+            if failed:
+                results.append(failed[0])
+                continue
+            baseline, normal, perturbed = (c for c in conditions if isinstance(c, ConditionResult))
+            results.append(
+                SampleFeatures(
+                    id=plan.sample.id,
+                    baseline=baseline,
+                    normal=normal,
+                    perturbed=perturbed,
+                    perturbation=plan.perturbation,
+                    context_truncated=plan.truncated,
+                )
+            )
+        return results
+
+    def _plan(self, sample: CorrectnessSample) -> _Plan:
+        """Check the fields, fit the context to the window, perturb it and render the three prompts."""
         if not sample.question.strip():
             raise InputError("the question is empty", field="question")
         if not sample.context.strip():
             raise InputError("the context is empty: the Normal condition needs one", field="contexts")
         context, truncated = self._fit_context(sample.question, sample.context)
         perturbed = self._perturb(context)
-        return SampleFeatures(
-            id=sample.id,
-            baseline=self._condition(sample.question, None),
-            normal=self._condition(sample.question, context),
-            perturbed=self._condition(sample.question, perturbed.text),
-            perturbation=perturbed,
-            context_truncated=truncated,
+        prompts = tuple(
+            build_prompt(sample.question, c, instruction=self.instruction)
+            for c in (None, context, perturbed.text)
         )
-
-    def extract_many(
-        self, samples: Iterable[CorrectnessSample], *, progress: bool = False
-    ) -> list[SampleFeatures | InputError]:
-        """Features per sample, in order; a failing sample gives an :class:`InputError` naming its row
-        (its position) and field, and the others go on."""
-        items = list(samples)
-        show = progress and sys.stderr.isatty()
-        results: list[SampleFeatures | InputError] = []
-        for row, sample in enumerate(tqdm(items, desc="features", unit="sample", disable=not show)):
-            try:
-                results.append(self.extract(sample))
-            except InputError as exc:
-                results.append(InputError(exc.reason, row=row, field=exc.field))
-            except (RagsenseError, ValueError) as exc:
-                results.append(InputError(str(exc), row=row))
-        return results
+        return _Plan(sample, prompts, perturbed, truncated)
 
     def _fit_context(self, question: str, context: str) -> tuple[str, bool]:
         """Truncation policy: cut the context's end until prompt + answer fit the BM's window."""
@@ -255,55 +340,40 @@ class FeatureExtractor:
             self.cache.put(key, result.to_record())
         return result
 
-    def _condition(self, question: str, context: str | None) -> ConditionResult:
-        parts = build_prompt(question, context, instruction=self.instruction)
-        key = cache_key(
-            FEATURES_VERSION, "condition", _model_id(self.base_model), parts.text, self.max_new_tokens
+    def _key(self, prompt: str) -> str:
+        return cache_key(
+            FEATURES_VERSION, "condition", _model_id(self.base_model), prompt, self.max_new_tokens
         )
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return ConditionResult.from_record(hit)
-        answer, finish, prompt_score, offset, output_lps = self._generate(parts.text)
-        by_place: dict[str, list[float]] = {place: [] for place in PLACES}
-        spans = {"instruction": parts.instruction, "context": parts.context, "question": parts.question}
-        for (start, end), lp in zip(prompt_score.offsets, prompt_score.logprobs, strict=True):
-            last = offset + end - 1
-            if end <= start or last < parts.instruction[0]:
-                continue
-            by_place["prompt"].append(-lp)
-            for place, span in spans.items():
-                if span is not None and span[0] <= last < span[1]:
-                    by_place[place].append(-lp)
-        by_place["output"] = [-lp for lp in output_lps]
-        nll = {place: _summary(values) for place, values in by_place.items() if values}
-        missing = [p for p in PLACES if p not in nll and not (p == "context" and context is None)]
-        if missing:
-            raise InputError(f"no token to score at place {missing[0]!r}", field="question")
-        result = ConditionResult(answer=answer.strip(), finish_reason=finish, nll=nll)
-        if self.cache is not None:
-            self.cache.put(key, result.to_record())
-        return result
 
-    def _generate(self, prompt: str) -> tuple[str, str, ContinuationScore, int, list[float]]:
-        """Answer and log-probs: ``(answer, finish, prompt score, offset of its offsets, output lps)``."""
-        if isinstance(self.base_model, SupportsScoredGeneration):
-            [g] = run_sync(self.base_model.generate_scored([prompt], self._generation))
-            return g.text, g.finish_reason, g.prompt, 0, list(g.output_logprobs)
-        # Fallback for backends without scored generation: generate, then score prompt + output
-        # jointly. The stop string that ended the answer is scored with it, as the fused path does.
-        [gen] = run_sync(self._generator.generate([prompt], self._generation))
-        head = prompt.split(" ", 1)[0]
-        ending = ANSWER_STOPS[0] if gen.finish_reason == "stop" else ""
-        scorer: SupportsLogprobs = self.base_model  # type: ignore[assignment]
-        [score] = run_sync(scorer.score([ScoreRequest(head, prompt[len(head) :] + gen.text + ending)]))
-        boundary = len(prompt) - len(head)
-        n_prompt = sum(1 for s, _ in score.offsets if s < boundary)
-        prompt_part = ContinuationScore(
-            tokens=score.tokens[:n_prompt],
-            offsets=score.offsets[:n_prompt],
-            logprobs=score.logprobs[:n_prompt],
-            prompt_tokens=score.prompt_tokens,
-        )
-        return gen.text, gen.finish_reason, prompt_part, len(head), list(score.logprobs[n_prompt:])
+    def _known(self, prompt: str, done: dict[str, ConditionResult | Exception]) -> bool:
+        """Whether the prompt's condition is known: computed in this run, or in the disk cache (then
+        loaded into ``done``)."""
+        if prompt not in done and self.cache is not None and (hit := self.cache.get(self._key(prompt))):
+            done[prompt] = ConditionResult.from_record(hit)
+        return prompt in done
+
+    def _condition(
+        self,
+        parts: PromptParts,
+        raw: dict[str, RawCondition | Exception],
+        done: dict[str, ConditionResult | Exception],
+    ) -> ConditionResult | Exception:
+        """The condition of one prompt: from ``done`` (this run, the cache) or from its raw answer."""
+        if parts.text in done:
+            return done[parts.text]
+        answer = raw[parts.text]
+        if isinstance(answer, Exception):
+            done[parts.text] = answer
+            return answer
+        try:
+            result = _summarize(parts, answer)
+        except InputError as exc:
+            done[parts.text] = exc
+            return exc
+        if self.cache is not None:
+            self.cache.put(self._key(parts.text), result.to_record())
+        done[parts.text] = result
+        return result
 
     def close(self) -> None:
         if self.cache is not None:

@@ -31,6 +31,7 @@ from ragsense.data._io import (
     write_jsonl,
 )
 from ragsense.data._schema import ALIASES, RagRow, parse_row
+from ragsense.data._tabular import plain_record, plain_value, require_module, write_parquet
 
 
 def sample_rows_path() -> Path:
@@ -62,8 +63,12 @@ __all__ = [
     "load_wikieval",
     "parse_row",
     "parse_rows",
+    "plain_record",
+    "plain_value",
     "read_rows",
+    "require_module",
     "sample_rows_path",
     "write_csv",
     "write_jsonl",
+    "write_parquet",
 ]

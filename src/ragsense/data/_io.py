@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import IO, Any, TypeAlias
 
 from ragsense.data._schema import RagRow, check_unique_id, given_id, parse_row
+from ragsense.data._tabular import parquet_rows
 from ragsense.errors import InputError
 
-SUFFIXES = (".jsonl", ".json", ".csv")
+SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 
 # Long context passages exceed csv's default 128 KiB cell limit; the limit is process-wide, so raise it
 # once here rather than fail on real data.
@@ -61,7 +62,8 @@ RowOrError: TypeAlias = RagRow | RowError
 
 
 def read_rows(path: str | os.PathLike[str], *, require_answer: bool = True) -> Iterator[RowOrError]:
-    """Read rows from a ``.jsonl``, ``.json`` (a list of objects) or ``.csv`` file, or ``-`` (JSONL on stdin).
+    """Read rows from a ``.jsonl``, ``.json`` (a list of objects), ``.csv`` or ``.parquet`` file, or ``-``
+    (JSONL on stdin). Parquet needs the ``parquet`` extra (pyarrow).
 
     Yields one item per data row, in file order: a :class:`RagRow`, or a :class:`RowError` for a row
     that is malformed, misses a field, or repeats an earlier id. Blank JSONL lines are not data rows.
@@ -81,7 +83,7 @@ def read_rows(path: str | os.PathLike[str], *, require_answer: bool = True) -> I
     if suffix not in SUFFIXES:
         raise InputError(
             f"cannot read {str(file)!r}: unsupported file type {suffix or '(none)'!r}; "
-            "use .jsonl, .json or .csv (or - for JSONL on stdin)"
+            "use .jsonl, .json, .csv or .parquet (or - for JSONL on stdin)"
         )
     if not file.is_file():
         raise FileNotFoundError(f"input file not found: {str(file)!r}")
@@ -89,6 +91,8 @@ def read_rows(path: str | os.PathLike[str], *, require_answer: bool = True) -> I
         return _rows(_json_records(file), require_answer)
     if suffix == ".csv":
         return _rows(_csv_records(file), require_answer)
+    if suffix == ".parquet":
+        return _rows(((raw, None) for raw in parquet_rows(file)), require_answer)
     return _rows(_jsonl_file_records(file), require_answer)
 
 

@@ -7,7 +7,7 @@
 True
 """
 
-from ragsense.embeddings._cache import CachedEmbedder, CacheStats, text_key
+from ragsense.embeddings._cache import CachedEmbedder
 from ragsense.embeddings._interface import Embedder, SupportsTokenCount, Vectors
 from ragsense.embeddings._minilm import MINILM_NAME, MiniLMEmbedder, bundled_model_dir
 from ragsense.embeddings._registry import DEFAULT_EMBEDDER, EMBEDDER_NAMES, load_embedder
@@ -16,7 +16,6 @@ __all__ = [
     "DEFAULT_EMBEDDER",
     "EMBEDDER_NAMES",
     "MINILM_NAME",
-    "CacheStats",
     "CachedEmbedder",
     "Embedder",
     "MiniLMEmbedder",
@@ -24,5 +23,4 @@ __all__ = [
     "Vectors",
     "bundled_model_dir",
     "load_embedder",
-    "text_key",
 ]

@@ -10,23 +10,19 @@ from __future__ import annotations
 import json
 import random
 import re
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
-from ragsense._async import run_sync
 from ragsense.consens import Aggregation, GroundingResult, GroundingScorer
 from ragsense.consens._similarity import answer_context_similarity
 from ragsense.data import PubMedQAItem, load_pubmedqa, load_wikieval
 from ragsense.embeddings import load_embedder
-from ragsense.errors import InputError
-from ragsense.experiments._stats import bootstrap_ci, hdi, roc_auc
+from ragsense.metrics import grounding_batch
 from ragsense.models import LanguageModel
 from ragsense.rag import InMemoryVectorIndex
+from ragsense.stats import bootstrap_ci, hdi, roc_auc
 from ragsense.text import content_words, split_words
 
 Row = tuple[str, Sequence[str], str]
@@ -36,18 +32,27 @@ _BATCH = 16
 def _score_all(
     scorer: GroundingScorer, rows: list[Row], *, attribution: bool, desc: str
 ) -> list[GroundingResult]:
-    results: list[GroundingResult] = []
-    bar = tqdm(total=len(rows), desc=desc, unit="row", file=sys.stderr, disable=not sys.stderr.isatty())
-    for start in range(0, len(rows), _BATCH):
-        batch = rows[start : start + _BATCH]
-        for i, res in enumerate(run_sync(scorer.score(batch, attribution=attribution))):
-            if isinstance(res, InputError):
-                # Experiment data is fixed and checked: a failure here is a bug, not a row to skip.
-                raise InputError(res.reason, row=start + i, field=res.field)
-            results.append(res)
-        bar.update(len(batch))
-    bar.close()
-    return results
+    """ConSens of every row through the evaluation runner (the one batch loop), with the scorer's
+    model, template and aggregation; experiment data is fixed and checked, so a failing row is a bug."""
+    records = [
+        {"id": str(i), "question": q, "contexts": list(c), "answer": a} for i, (q, c, a) in enumerate(rows)
+    ]
+    results = grounding_batch(
+        records,
+        model=scorer.model,
+        attribution=attribution,
+        aggregation=scorer.aggregation,
+        template=scorer.template,
+        batch_size=_BATCH,
+        progress=True,
+        desc=desc,
+    )
+    out: list[GroundingResult] = []
+    for result in results:
+        if not isinstance(result, GroundingResult):
+            raise result
+        out.append(result)
+    return out
 
 
 def _describe(values: Sequence[float]) -> dict[str, Any]:

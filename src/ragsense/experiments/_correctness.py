@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
+from ragsense._async import run_sync
+from ragsense.cache import cache_dir
 from ragsense.correctness import (
     DEFAULT_AGGREGATES,
     CorrectnessEstimator,
@@ -27,9 +32,8 @@ from ragsense.correctness import (
 )
 from ragsense.correctness._targets import Metric
 from ragsense.data import load_squad_v2
-from ragsense.errors import InputError
-from ragsense.experiments._stats import bootstrap_ci
-from ragsense.models import LanguageModel, cache_dir, load_model
+from ragsense.models import LanguageModel, load_model
+from ragsense.stats import bootstrap_ci
 
 N_TRAIN, N_EVAL = 2100, 900
 
@@ -52,19 +56,34 @@ def squad_split(
     return train, evaluation
 
 
-def _features(
-    extractor: FeatureExtractor, samples: list[CorrectnessSample], part: str
-) -> tuple[list[SampleFeatures], list[CorrectnessSample], list[str]]:
-    kept_features: list[SampleFeatures] = []
-    kept_samples: list[CorrectnessSample] = []
-    errors: list[str] = []
-    for sample, result in zip(samples, extractor.extract_many(samples, progress=True), strict=True):
-        if isinstance(result, InputError):
-            errors.append(f"{part} {sample.id}: {result}")
-        else:
-            kept_features.append(result)
-            kept_samples.append(sample)
-    return kept_features, kept_samples, errors
+# Samples per batched model call: each chunk's features are cached before the next starts, so a killed
+# run resumes from its last finished chunk.
+FEATURE_CHUNK = 32
+
+Part = tuple[list[SampleFeatures], list[CorrectnessSample], list[str]]
+
+
+async def _features(extractor: FeatureExtractor, parts: dict[str, list[CorrectnessSample]]) -> list[Part]:
+    """Features of each part, in chunks of :data:`FEATURE_CHUNK` samples: kept features, their samples,
+    and one note per failed sample (bad fields or a failed model call)."""
+    out: list[Part] = []
+    show = sys.stderr.isatty()
+    with tqdm(total=sum(map(len, parts.values())), desc="features", unit="sample", disable=not show) as bar:
+        for part, samples in parts.items():
+            kept_features: list[SampleFeatures] = []
+            kept_samples: list[CorrectnessSample] = []
+            errors: list[str] = []
+            for start in range(0, len(samples), FEATURE_CHUNK):
+                chunk = samples[start : start + FEATURE_CHUNK]
+                for sample, result in zip(chunk, await extractor.aextract_many(chunk), strict=True):
+                    if isinstance(result, Exception):
+                        errors.append(f"{part} {sample.id}: {result}")
+                    else:
+                        kept_features.append(result)
+                        kept_samples.append(sample)
+                bar.update(len(chunk))
+            out.append((kept_features, kept_samples, errors))
+    return out
 
 
 def correctness_squad(
@@ -94,8 +113,9 @@ def correctness_squad(
         cache_dir=cache or (cache_dir() / "correctness"),
     )
     try:
-        train_f, train_s, errors = _features(extractor, train, "train")
-        eval_f, eval_s, eval_errors = _features(extractor, evaluation, "eval")
+        (train_f, train_s, errors), (eval_f, eval_s, eval_errors) = run_sync(
+            _features(extractor, {"train": train, "eval": evaluation})
+        )
     finally:
         extractor.close()
     errors += eval_errors
@@ -116,7 +136,7 @@ def correctness_squad(
     pos = [p for p, lab in zip(predicted, label, strict=True) if lab]
     neg = [p for p, lab in zip(predicted, label, strict=True) if not lab]
     if pos and neg:
-        from ragsense.experiments._stats import roc_auc
+        from ragsense.stats import roc_auc
 
         lo, hi = bootstrap_ci(roc_auc, pos, neg, seed=seed)
         figures["auroc_ci95"] = [round(lo, 4), round(hi, 4)]

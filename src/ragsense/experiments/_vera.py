@@ -31,9 +31,9 @@ from typing import Any
 from ragsense._async import run_sync
 from ragsense.data import RagRow, SquadItem, load_squad_v2, write_jsonl
 from ragsense.errors import ParameterError
-from ragsense.experiments._stats import bootstrap_ci
 from ragsense.models import DEFAULT_MODEL, LanguageModel, load_model
 from ragsense.rag import RagPrompt, answer_function
+from ragsense.stats import bootstrap_ci
 from ragsense.vera import RetrievalCheck, Vera, VeraEnhancement, VeraEvaluation
 
 DEFAULT_LIMIT = 200

@@ -8,7 +8,7 @@
 (' Paris',)
 """
 
-from ragsense.models._bundled import BUNDLED_MODELS, cache_dir
+from ragsense.models._bundled import BUNDLED_MODELS
 from ragsense.models._interface import (
     ChatMessage,
     ChoiceRequest,
@@ -27,6 +27,7 @@ from ragsense.models._interface import (
     chat_available,
     require,
 )
+from ragsense.models._pool import ModelPool, ModelSpec, shared_pool
 from ragsense.models._registry import DEFAULT_MODEL, available_backends, load_model, resolve_name
 
 __all__ = [
@@ -39,6 +40,8 @@ __all__ = [
     "GenerationConfig",
     "LanguageModel",
     "ModelInfo",
+    "ModelPool",
+    "ModelSpec",
     "ScoreRequest",
     "ScoredGeneration",
     "SupportsChat",
@@ -47,9 +50,9 @@ __all__ = [
     "SupportsLogprobs",
     "SupportsScoredGeneration",
     "available_backends",
-    "cache_dir",
     "chat_available",
     "load_model",
     "require",
     "resolve_name",
+    "shared_pool",
 ]

@@ -8,13 +8,12 @@ overrides it); every later load reads that copy in well under a second. Nothing 
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
 import tempfile
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from ragsense.cache import cache_dir
 from ragsense.errors import BackendUnavailableError
 
 
@@ -46,16 +45,6 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
         description="Gemma 3 270M base (Q4_K_M GGUF, Gemma terms)",
     ),
 }
-
-
-def cache_dir() -> Path:
-    """Where converted models (and other caches) live: ``RAGSENSE_CACHE_DIR`` or the user cache dir."""
-    env = os.environ.get("RAGSENSE_CACHE_DIR")
-    if env:
-        return Path(env)
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("ragsense"))
 
 
 def _package_dir(spec: BundledModel) -> Path:
@@ -123,9 +112,3 @@ def _convert(spec: BundledModel, work: Path) -> None:
     )
     if gguf.parent == work:
         gguf.unlink()
-
-
-def remove_converted(name: str) -> None:
-    """Delete the cached conversion of ``name`` (it is rebuilt on next use)."""
-    for path in (cache_dir() / "models").glob(f"{name}-*"):
-        shutil.rmtree(path, ignore_errors=True)

@@ -488,6 +488,11 @@ class TransformersModel:
         """
         if config.temperature > 0:
             raise ParameterError("scored generation is greedy; use temperature 0", parameter="temperature")
+        if config.json_schema is not None:
+            raise CapabilityError(
+                "scored generation decodes free text and cannot honour GenerationConfig.json_schema; "
+                "use generate() or chat() for structured output"
+            )
         return [self._generate_scored_one(prompt, config) for prompt in prompts]
 
     def _generate_scored_one(self, prompt: str, config: GenerationConfig) -> ScoredGeneration:
@@ -554,7 +559,13 @@ class TransformersModel:
         return self.generate_sync(prompts, config)
 
     def generate_sync(self, prompts: Sequence[str], config: GenerationConfig) -> list[Generation]:
-        """Greedy (or seeded sampling) generation, batched with left padding."""
+        """Greedy (or seeded sampling) generation, batched with left padding. With
+        ``config.json_schema`` each reply is decoded under the schema (greedy, see
+        :mod:`ragsense.models._structured`), as :meth:`chat_sync` does."""
+        if config.json_schema is not None:
+            from ragsense.models._structured import generate_structured_sync
+
+            return [generate_structured_sync(self, p, config.json_schema, config) for p in prompts]
         return self._generate_texts(prompts, config, add_special_tokens=True)
 
     # -- SupportsChat --------------------------------------------------------------------------

@@ -219,7 +219,7 @@ class FaissVectorStore:
         texts = _check_texts(documents)
         doc_ids = resolve_ids(ids, len(texts))
         if root is None:
-            from ragsense.models import cache_dir
+            from ragsense.cache import cache_dir
 
             root = cache_dir() / "stores"
         path = Path(root) / _cache_name(embedder, doc_ids, texts)

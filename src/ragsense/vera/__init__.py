@@ -48,6 +48,7 @@ from ragsense.vera._results import (
 )
 from ragsense.vera._vera import (
     ADHERENCE_SIGNALS,
+    SCORED_STEPS,
     SPLITTERS,
     AdherenceSignal,
     AnswerFn,
@@ -65,6 +66,7 @@ __all__ = [
     "REFUSAL",
     "RESPONSE_ADHERENCE",
     "RETRIEVAL_NEED",
+    "SCORED_STEPS",
     "SPLITTERS",
     "SPLIT_STATEMENTS",
     "STATEMENT_RELEVANCE",

@@ -29,7 +29,7 @@ from typing import Any, Literal, Protocol, TypeAlias
 
 from pydantic import BaseModel, ValidationError
 
-from ragsense._jsoncache import JsonCache, cache_key
+from ragsense.cache import JsonCache, cache_key
 from ragsense.errors import CapabilityError, ParameterError
 from ragsense.models import (
     ChatMessage,

@@ -29,9 +29,10 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ragsense._async import run_sync
+from ragsense.cache import cache_dir
 from ragsense.data import RagRow
 from ragsense.errors import InputError, ModelCallError, ParameterError
-from ragsense.models import DEFAULT_MODEL, LanguageModel, SupportsLogprobs, cache_dir, load_model
+from ragsense.models import DEFAULT_MODEL, LanguageModel, ModelPool, SupportsLogprobs, shared_pool
 from ragsense.text import Span, split_sentences, split_statements
 from ragsense.vera._judge import ChatJudge, Judge, JudgeMode, LabelJudge, Verdict, make_judge
 from ragsense.vera._prompts import (
@@ -60,6 +61,8 @@ AnswerFn = Callable[[list[str], list[list[str]]], Awaitable[list[str]]]
 SplitterMode = Literal["auto", "rules", "judge"]
 AdherenceSignal = Literal["judge", "consens", "combined"]
 SPLITTERS = ("auto", "rules", "judge")
+SCORED_STEPS = ("context", "relevance", "adherence")
+"""The steps :meth:`Vera.evaluate` can score (step 1, the retrieval check, is ``check_retrieval``)."""
 ADHERENCE_SIGNALS = ("judge", "consens", "combined")
 
 # Truncation policy (docs/vera.md): a context sentence or an answer statement longer than these is
@@ -149,7 +152,14 @@ class Vera:
         cache_dir: str | Path | None = None,
         calibrate: bool = False,
         reasons: bool = False,
+        steps: Sequence[str] = SCORED_STEPS,
+        pool: ModelPool | None = None,
     ) -> None:
+        unknown = [s for s in steps if s not in SCORED_STEPS]
+        if unknown or not steps:
+            raise ParameterError(
+                f"choose among {', '.join(SCORED_STEPS)}, got {list(steps)!r}", parameter="steps"
+            )
         if splitter not in SPLITTERS:
             raise ParameterError(
                 f"must be one of {', '.join(SPLITTERS)}, got {splitter!r}", parameter="splitter"
@@ -162,13 +172,18 @@ class Vera:
         if not -1.0 < consens_threshold < 1.0:
             raise ParameterError("must be between -1 and 1 (ConSens range)", parameter="consens_threshold")
         directory = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) if cache else None
+        # Models named here come from the pool, so a judge that is also another metric's model is
+        # loaded once, and the ConSens signal shares that model's no-context cache.
+        self.pool = pool if pool is not None else shared_pool()
         self.judge_model: LanguageModel | None
         if isinstance(judge, str):
-            judge = load_model(judge)
+            judge = self.pool.get(judge)
+        self._owns_judge = False
         if isinstance(judge, LabelJudge | ChatJudge) or not isinstance(judge, LanguageModel):
             self.judge: Judge = judge
             self.judge_model = getattr(judge, "model", None)
         else:
+            self._owns_judge = True
             self.judge_model = judge
             self.judge = make_judge(
                 judge, judge_mode, cache_dir=directory, calibrate=calibrate, reasons=reasons
@@ -183,6 +198,7 @@ class Vera:
         self.adherence_signal = adherence_signal
         self.consens_threshold = consens_threshold
         self.check_retrieval = check_retrieval
+        self.steps = tuple(s for s in SCORED_STEPS if s in steps)
         self._consens_model_spec = consens_model
         self._consens_scorer: Any = None
         self._budget_cache: dict[str, int] = {}
@@ -193,12 +209,20 @@ class Vera:
         plans = [self._plan_or_error(row, require_answer=True) for row in rows]
         await self._split([p for p in plans if isinstance(p, _Plan)])
         good = [p for p in plans if isinstance(p, _Plan)]
+        statements = [p.statements for p in good]
+        documents = [p.documents for p in good]
+        nothing: list[list[Any]] = [[] for _ in good]
+        run_adherence = "adherence" in self.steps
+
+        async def skipped() -> list[list[Any]]:
+            return nothing
+
         retrieval, sentences, relevance, adherence, consens = await asyncio.gather(
             self._judge_retrieval(good),
-            self._judge_sentences(good),
-            self._judge_statements(good, [p.statements for p in good]),
-            self._judge_adherence(good, [p.statements for p in good], [p.documents for p in good]),
-            self._consens(good, [p.statements for p in good], [p.documents for p in good]),
+            self._judge_sentences(good) if "context" in self.steps else skipped(),
+            self._judge_statements(good, statements) if "relevance" in self.steps else skipped(),
+            self._judge_adherence(good, statements, documents) if run_adherence else _pair(nothing),
+            self._consens(good, statements, documents) if run_adherence else skipped(),
         )
         out: list[VeraEvaluation | Exception] = []
         k = 0
@@ -207,15 +231,20 @@ class Vera:
                 out.append(plan)
                 continue
             try:
-                context_step, _ = self._context_step(plan, sentences[k])
                 out.append(
                     VeraEvaluation(
                         retrieval=self._retrieval_check(plan, retrieval[k]),
-                        context=context_step,
-                        relevance=self._relevance_step(plan.statements, relevance[k])[0],
+                        context=self._context_step(plan, sentences[k])[0]
+                        if "context" in self.steps
+                        else _not_run("context_relevance"),
+                        relevance=self._relevance_step(plan.statements, relevance[k])[0]
+                        if "relevance" in self.steps
+                        else _not_run("response_relevance"),
                         adherence=self._adherence_step(
                             plan.statements, adherence[0][k], consens[k], notes=adherence[1][k]
-                        )[0],
+                        )[0]
+                        if run_adherence
+                        else _not_run("response_adherence"),
                         splitter=plan.splitter,
                         judge=self.judge.description,
                     )
@@ -342,6 +371,13 @@ class Vera:
             else:
                 out.append(plan_or_error)
         return out
+
+    async def aclose(self) -> None:
+        """Close the judge's disk cache when this object made the judge (a judge passed in is the
+        caller's to close)."""
+        close = getattr(self.judge, "close", None)
+        if self._owns_judge and callable(close):
+            close()
 
     def evaluate_sync(self, rows: Sequence[RagRow]) -> list[VeraEvaluation | Exception]:
         return run_sync(self.evaluate(rows))
@@ -523,13 +559,14 @@ class Vera:
 
     def _scorer(self) -> Any:
         if self._consens_scorer is None:
-            from ragsense.consens import GroundingScorer
+            from ragsense.consens import NO_CONTEXT_CACHE, GroundingScorer, NoContextCache
 
             spec = self._consens_model_spec
             if spec is None:
                 spec = self.judge_model if isinstance(self.judge_model, SupportsLogprobs) else DEFAULT_MODEL
-            model = load_model(spec) if isinstance(spec, str) else spec
-            self._consens_scorer = GroundingScorer(model)
+            model = self.pool.get(spec)
+            cache = self.pool.shared(model, NO_CONTEXT_CACHE, NoContextCache)
+            self._consens_scorer = GroundingScorer(model, no_context_cache=cache)
         return self._consens_scorer
 
     # -- assembling steps ---------------------------------------------------------------------
@@ -658,6 +695,14 @@ class Vera:
             )
         score = sum(d.keep for d in decisions) / len(decisions) if decisions else None
         return StepResult("response_adherence", score, decisions, notes), final
+
+
+async def _pair(nothing: list[list[Any]]) -> tuple[list[list[Verdict]], list[list[str]]]:
+    return nothing, nothing
+
+
+def _not_run(name: str) -> StepResult:
+    return StepResult(name, None, [], ["step not run (not in steps)"])
 
 
 def _offsets(span: Span) -> tuple[int | None, int | None]:

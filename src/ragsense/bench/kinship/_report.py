@@ -18,9 +18,9 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
-from ragsense.cli._table import render_table
 from ragsense.data._io import dumps_json, write_csv
 from ragsense.errors import BackendUnavailableError, InputError
+from ragsense.tables import render_table
 
 CONTROL = "control"
 REQUIRED_KEYS = ("k", "condition", "accuracy", "n")

@@ -5,19 +5,22 @@ An answer is correct when it contains one of the correct names as a whole word, 
 query is the share of the needed documents (the shortest evidence chain, see ``_evidence``) among the
 retrieved ones, so a wrong answer can be told apart as a retrieval or a generation failure.
 
-Each answered (condition, k) chunk is appended to ``answers.jsonl`` and flushed, so an interrupted
-sweep resumes where it stopped (``resume=True``) and computes exactly what a fresh run would.
+The sweep runs on ragsense's one runner (:func:`ragsense.evaluation.run_rows`): every (condition, k,
+query) is an item, the system under test is its one step, and ``answers.jsonl`` is the runner's
+output. So fixed chunks are appended and fsynced as they finish, ``resume=True`` continues an
+interrupted sweep computing exactly what a fresh run would, and a system call that fails for a whole
+chunk is retried question by question so that only the failing questions are marked (``errors``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +30,14 @@ from ragsense.bench.kinship._source import ConditionQuery, HoldOut, KinshipCondi
 from ragsense.bench.kinship._systems import KinshipSystem, SystemAnswer
 from ragsense.data import dumps_json
 from ragsense.errors import ParameterError
+from ragsense.evaluation import Needs, RowOutcome, run_rows
 
 ANSWERS_FILE = "answers.jsonl"
 RUN_FILE = "run.json"
+ANSWER_FIELDS = ("answer", "correct", "retrieved_ids", "retrieval_recall", "documents_dropped")
+"""What the system step adds to each question's record (all None when the question failed)."""
+SYSTEM_STEP = "system"
+"""The ``metric`` of an error record the system under test caused."""
 
 
 def is_correct(answer: str, names: Sequence[str]) -> bool:
@@ -95,60 +103,129 @@ def check_ks(ks: Sequence[int], conditions: Sequence[KinshipCondition]) -> None:
             )
 
 
-def _record(
-    cq: ConditionQuery, condition: KinshipCondition, k: int, result: SystemAnswer | Exception
-) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "condition": condition.name,
-        "k": k,
-        "query_id": cq.query.id,
-        "question": cq.query.text,
-        "answers": list(cq.query.answers),
-        "hops": cq.hops,
-    }
-    if isinstance(result, Exception):
+# ---------------------------------------------------------------------------------- items and step
+
+
+@dataclass(frozen=True)
+class KinshipItem:
+    """One question asked in one condition at one k: the runner's input item.
+
+    >>> from ragsense.bench.kinship import generate_kinship_source
+    >>> control = generate_kinship_source(4, 2, seed=0).control()
+    >>> item = KinshipItem(control, 5, control.queries[0])
+    >>> item.id == f"control/5/{control.queries[0].query.id}", sorted(item.to_record())
+    (True, ['answers', 'condition', 'hops', 'k', 'query_id', 'question'])
+    """
+
+    condition: KinshipCondition = field(repr=False, compare=False)
+    k: int
+    query: ConditionQuery
+
+    @property
+    def id(self) -> str:
+        return f"{self.condition.name}/{self.k}/{self.query.query.id}"
+
+    @property
+    def group(self) -> tuple[str, int]:
+        """The (condition, k) the question belongs to: one system call answers a group's questions."""
+        return self.condition.name, self.k
+
+    def to_record(self) -> dict[str, Any]:
         return {
-            **base,
-            "answer": None,
-            "correct": False,
-            "retrieved_ids": None,
-            "retrieval_recall": None,
-            "error": f"{type(result).__name__}: {result}",
+            "condition": self.condition.name,
+            "k": self.k,
+            "query_id": self.query.query.id,
+            "question": self.query.query.text,
+            "answers": list(self.query.query.answers),
+            "hops": self.query.hops,
         }
-    recall = None
-    if result.retrieved_ids is not None and cq.evidence:
-        recall = retrieval_recall(cq.evidence, set(result.retrieved_ids))
-    return {
-        **base,
-        "answer": result.answer,
-        "correct": None if result.answer is None else is_correct(result.answer, cq.query.answers),
-        "retrieved_ids": list(result.retrieved_ids) if result.retrieved_ids is not None else None,
-        "retrieval_recall": recall,
-        "documents_dropped": result.documents_dropped,
-    }
+
+    def fields_of(self, result: SystemAnswer) -> dict[str, Any]:
+        """The step's fields for the system's answer to this question."""
+        recall = None
+        if result.retrieved_ids is not None and self.query.evidence:
+            recall = retrieval_recall(self.query.evidence, set(result.retrieved_ids))
+        return {
+            "answer": result.answer,
+            "correct": None if result.answer is None else is_correct(result.answer, self.query.query.answers),
+            "retrieved_ids": list(result.retrieved_ids) if result.retrieved_ids is not None else None,
+            "retrieval_recall": recall,
+            "documents_dropped": result.documents_dropped,
+        }
+
+
+def _work_items(
+    conditions: Sequence[KinshipCondition], ks: Sequence[int], sampled: Sequence[Sequence[ConditionQuery]]
+) -> list[KinshipItem]:
+    """Every question in run order: condition by condition, largest k first (the pipeline retrieves
+    once per condition at the largest k and every smaller k is a prefix of it)."""
+    return [
+        KinshipItem(condition, k, cq)
+        for condition, queries in zip(conditions, sampled, strict=True)
+        for k in sorted(ks, reverse=True)
+        for cq in queries
+    ]
+
+
+@dataclass
+class _SystemStep:
+    """The system under test as the runner's one step: one ``answer_condition`` call per (condition, k)
+    group of the chunk, awaited on the runner's event loop."""
+
+    system: KinshipSystem
+    tag: str
+    name: str = SYSTEM_STEP
+    needs: Needs = field(default_factory=lambda: Needs(fields=()))
+    fields: tuple[str, ...] = ANSWER_FIELDS
+
+    async def score(self, rows: Sequence[Any]) -> list[Mapping[str, Any] | Exception]:
+        out: list[Mapping[str, Any] | Exception] = []
+        for _, grouped in groupby(rows, key=lambda item: item.group):
+            items: list[KinshipItem] = list(grouped)
+            condition, k = items[0].condition, items[0].k
+            answers = await self.system.answer_condition(
+                condition,
+                [item.query.query.text for item in items],
+                k,
+                source_id=f"{self.tag}/{condition.name}",
+            )
+            if len(answers) != len(items):
+                raise ValueError(f"the system returned {len(answers)} answers for {len(items)} questions")
+            for item, answer in zip(items, answers, strict=True):
+                out.append(answer if isinstance(answer, Exception) else item.fields_of(answer))
+        return out
+
+
+# ----------------------------------------------------------------------------------------- results
+
+
+def _failed(record: Mapping[str, Any]) -> bool:
+    return bool(record.get("errors"))
 
 
 def aggregate(
     records: Sequence[Mapping[str, Any]], ks: Sequence[int], names: Sequence[str]
 ) -> list[dict[str, Any]]:
-    """One result per (k, condition): accuracy (errors count as wrong; None when nothing was answered,
-    as with a retriever alone), mean retrieval recall over the queries that have evidence (None when no
-    system reported documents), n, errors, mean hops."""
+    """One result per (k, condition): accuracy (failed questions, those with ``errors``, count as
+    wrong; None when nothing was answered, as with a retriever alone), mean retrieval recall over the
+    queries that have evidence (None when no system reported documents), n, errors, mean hops."""
     out = []
     for k in ks:
         for name in names:
             rows = [r for r in records if r["k"] == k and r["condition"] == name]
-            recalls = [r["retrieval_recall"] for r in rows if r["retrieval_recall"] is not None]
+            recalls = [r["retrieval_recall"] for r in rows if r.get("retrieval_recall") is not None]
             hops = [r["hops"] for r in rows if r["hops"] is not None]
-            scored = [r for r in rows if r["correct"] is not None or r.get("error")]
+            scored = [r for r in rows if r.get("correct") is not None or _failed(r)]
             out.append(
                 {
                     "k": k,
                     "condition": name,
-                    "accuracy": (sum(bool(r["correct"]) for r in scored) / len(scored)) if scored else None,
+                    "accuracy": (sum(bool(r.get("correct")) for r in scored) / len(scored))
+                    if scored
+                    else None,
                     "retrieval_recall": (sum(recalls) / len(recalls)) if recalls else None,
                     "n": len(rows),
-                    "n_errors": sum(1 for r in rows if r.get("error")),
+                    "n_errors": sum(1 for r in rows if _failed(r)),
                     "mean_hops": (sum(hops) / len(hops)) if hops else None,
                     "n_unanswerable": sum(1 for r in rows if r["hops"] is None),
                 }
@@ -156,58 +233,70 @@ def aggregate(
     return out
 
 
-def _load_previous(
-    path: Path, settings: Mapping[str, Any], resume: bool, overwrite: bool
-) -> list[dict[str, Any]]:
-    run_file = path.parent / RUN_FILE
-    if not path.exists():
-        return []
+class _GroupProgress:
+    """Reports each (condition, k) group's figures once all its questions are answered.
+
+    It sees the runner's fresh records through its ``shape`` hook (each chunk's records just before
+    they are appended); groups taken wholly or partly from an earlier run are reported at the end."""
+
+    def __init__(self, items: Sequence[KinshipItem], callback: Callable[[str], None]) -> None:
+        self.callback = callback
+        self.group_of = [item.group for item in items]
+        self.rows: dict[tuple[str, int], list[int]] = {}
+        for index, group in enumerate(self.group_of):
+            self.rows.setdefault(group, []).append(index)
+        self.fresh: dict[int, dict[str, Any]] = {}
+        self.reported: set[tuple[str, int]] = set()
+
+    def shape(self, outcome: RowOutcome) -> dict[str, Any]:
+        record = outcome.to_record()
+        self.fresh[outcome.index] = record
+        group = self.group_of[outcome.index]
+        if all(index in self.fresh for index in self.rows[group]):
+            self._report(group, [self.fresh[index] for index in self.rows[group]])
+        return record
+
+    def finish(self, records: Sequence[Mapping[str, Any]]) -> None:
+        for group, indices in self.rows.items():  # in run order
+            self._report(group, [records[index] for index in indices])
+
+    def _report(self, group: tuple[str, int], records: Sequence[Mapping[str, Any]]) -> None:
+        if group in self.reported:
+            return
+        self.reported.add(group)
+        name, k = group
+        [summary] = aggregate(records, [k], [name])
+        acc, rec = summary["accuracy"], summary["retrieval_recall"]
+        self.callback(
+            f"{name:>18} k={k:<4} accuracy {'-' if acc is None else f'{acc:.2f}'} "
+            f"retrieval recall {'-' if rec is None else f'{rec:.2f}'} (n={len(records)})"
+        )
+
+
+# --------------------------------------------------------------------------------------------- run
+
+
+def _check_previous(out: Path, settings: Mapping[str, Any], resume: bool, overwrite: bool) -> None:
+    """Refuse before ``run.json`` is rewritten: the runner raises the same way, but only after it."""
+    answers = out / ANSWERS_FILE
+    if not answers.exists():
+        return
     if not resume:
         if overwrite:
-            path.unlink()
-            return []
-        raise FileExistsError(f"{path} exists: pass resume=True (--resume) to continue it or overwrite=True")
+            return
+        raise FileExistsError(
+            f"output file {str(answers)!r} already exists; continue it with resume=True (--resume) "
+            "or replace it with overwrite=True (--overwrite)"
+        )
+    run_file = out / RUN_FILE
     if run_file.exists() and json.loads(run_file.read_text()).get("settings") != dict(settings):
         raise ParameterError(
             f"{run_file} was written with other settings; resume needs the same ones (or use another --out)",
             parameter="resume",
         )
-    records = []
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # a half-written last line from an interrupted run: recompute from there
-    # Rewrite the file with the complete lines only (atomically), then append to it.
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(dumps_json(r) + "\n" for r in records), encoding="utf-8")
-    os.replace(tmp, path)
-    return records
 
 
-def _answer_chunk(
-    system: KinshipSystem, condition: KinshipCondition, todo: Sequence[ConditionQuery], k: int, source_id: str
-) -> list[SystemAnswer | Exception]:
-    """Answers for a chunk; when the whole call fails (a server outage mid-batch), each question is
-    asked again on its own so that only the failing ones are marked."""
-    try:
-        return run_sync(
-            system.answer_condition(condition, [cq.query.text for cq in todo], k, source_id=source_id)
-        )
-    except Exception as exc:
-        if len(todo) == 1:
-            return [exc]
-    out: list[SystemAnswer | Exception] = []
-    for cq in todo:
-        try:
-            out.extend(run_sync(system.answer_condition(condition, [cq.query.text], k, source_id=source_id)))
-        except Exception as exc:
-            out.append(exc)
-    return out
-
-
-def run_kinship(
+async def arun_kinship(
     source: KinshipSource,
     system: KinshipSystem,
     ks: Sequence[int],
@@ -221,12 +310,7 @@ def run_kinship(
     settings: Mapping[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> KinshipRun:
-    """Answer every sampled query of every condition at every k and aggregate the results.
-
-    ``max_queries`` samples at most that many queries per condition (seeded by the source's seed;
-    the same queries at every k). ``settings`` (model, prompt, ...) are recorded in ``run.json`` and
-    must match for ``resume``.
-    """
+    """The async form of :func:`run_kinship` (same arguments), for code already on an event loop."""
     if max_queries is not None and max_queries < 1:
         raise ParameterError(f"must be at least 1, got {max_queries}", parameter="max_queries")
     ks = parse_ks(ks)
@@ -249,51 +333,80 @@ def run_kinship(
         "max_queries": max_queries,
         "system": system.name,
     }
-    previous = _load_previous(answers_path, full_settings, resume, overwrite)
+    _check_previous(out, full_settings, resume, overwrite)
     (out / RUN_FILE).write_text(dumps_json({"settings": full_settings}) + "\n", encoding="utf-8")
-    done = {(r["condition"], r["k"], r["query_id"]): r for r in previous}
-    records: list[dict[str, Any]] = []
+    sampled = [_sample(c.queries, max_queries, source.seed) for c in conditions]
+    items = _work_items(conditions, ks, sampled)
+    # One chunk per (condition, k) group where possible: a group is what the system gets in one call
+    # (the pipeline batches its generation by call, and batch composition can change a local model's
+    # floats). Every k of a condition asks the same sampled queries, so with one chunk size for the run
+    # the chunks are exactly the groups whenever every condition samples as many queries (the usual
+    # --max-queries run). Otherwise (conditions of different sizes) a chunk can end inside a group, and
+    # that group is answered in two calls. Either way chunks are fixed by position, so a resumed run
+    # computes exactly what a fresh run computes.
+    chunk_size = max([len(queries) for queries in sampled] + [1])
     tag = (
         f"kinship-n{source.names}-g{source.generations}-s{source.seed}-d{source.distractor_share}-{hold_out}"
     )
+    reporter = None if progress is None else _GroupProgress(items, progress)
     start = time.perf_counter()
-    n_answered = n_resumed = 0
-    with answers_path.open("a", encoding="utf-8") as fh:
-        for condition in conditions:
-            sampled = _sample(condition.queries, max_queries, source.seed)
-            # Largest k first: the pipeline retrieves once and every smaller k is a prefix of it.
-            for k in sorted(ks, reverse=True):
-                chunk = [done.get((condition.name, k, cq.query.id)) for cq in sampled]
-                todo = [cq for cq, r in zip(sampled, chunk, strict=True) if r is None]
-                fresh: dict[str, dict[str, Any]] = {}
-                if todo:
-                    answers = _answer_chunk(system, condition, todo, k, f"{tag}/{condition.name}")
-                    fresh = {
-                        cq.query.id: _record(cq, condition, k, a) for cq, a in zip(todo, answers, strict=True)
-                    }
-                    for r in fresh.values():  # only what the file lacks: resumed lines are already there
-                        fh.write(dumps_json(r) + "\n")
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                n_answered += len(fresh)
-                n_resumed += len(sampled) - len(fresh)
-                new = [
-                    r if r is not None else fresh[cq.query.id] for cq, r in zip(sampled, chunk, strict=True)
-                ]
-                records.extend(new)
-                if progress is not None:
-                    [summary] = aggregate(new, [k], [condition.name])
-                    acc, rec = summary["accuracy"], summary["retrieval_recall"]
-                    progress(
-                        f"{condition.name:>18} k={k:<4} accuracy {'-' if acc is None else f'{acc:.2f}'} "
-                        f"retrieval recall {'-' if rec is None else f'{rec:.2f}'} (n={len(new)})"
-                    )
-    results = aggregate(records, ks, [c.name for c in conditions])
+    records, stats = await run_rows(
+        items,
+        [_SystemStep(system, tag)],
+        output=answers_path,
+        chunk_size=chunk_size,
+        resume=resume,
+        overwrite=overwrite,
+        progress=False,
+        desc="kinship",
+        shape=None if reporter is None else reporter.shape,
+    )
+    if reporter is not None:
+        reporter.finish(records)
     return KinshipRun(
-        results=results,
+        results=aggregate(records, ks, [c.name for c in conditions]),
         answers_path=answers_path,
         seconds=time.perf_counter() - start,
-        n_answered=n_answered,
-        n_resumed=n_resumed,
+        n_answered=stats.n_rows - stats.n_resumed,
+        n_resumed=stats.n_resumed,
         timings=system.timings.as_dict(),
+    )
+
+
+def run_kinship(
+    source: KinshipSource,
+    system: KinshipSystem,
+    ks: Sequence[int],
+    out_dir: str | Path,
+    *,
+    relations: Sequence[str] | None = None,
+    hold_out: HoldOut = "fact",
+    max_queries: int | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    settings: Mapping[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> KinshipRun:
+    """Answer every sampled query of every condition at every k and aggregate the results.
+
+    ``max_queries`` samples at most that many queries per condition (seeded by the source's seed;
+    the same queries at every k). ``settings`` (model, prompt, ...) are recorded in ``run.json`` and
+    must match for ``resume``. An existing ``answers.jsonl`` is an error unless ``resume`` (continue
+    it; finished chunks are not asked again) or ``overwrite``. ``progress`` gets one line per
+    (condition, k) with its accuracy and retrieval recall.
+    """
+    return run_sync(
+        arun_kinship(
+            source,
+            system,
+            ks,
+            out_dir,
+            relations=relations,
+            hold_out=hold_out,
+            max_queries=max_queries,
+            resume=resume,
+            overwrite=overwrite,
+            settings=settings,
+            progress=progress,
+        )
     )

@@ -1,17 +1,21 @@
-"""The statistics the experiments report: AUROC, highest density intervals, bootstrap CIs.
+"""Statistics shared by every layer: AUROC, highest density intervals, bootstrap and t intervals.
 
-NumPy only, exact where it can be (AUROC counts pairs in integers), deterministic everywhere
-(the bootstrap takes a seed).
+NumPy only (SciPy, when installed, gives exact t quantiles to :func:`mean_ci`), exact where it can
+be (AUROC counts pairs in integers), deterministic everywhere (the bootstrap takes a seed).
 
+>>> from ragsense.stats import hdi, mean_ci, roc_auc
 >>> roc_auc([0.9, 0.8, 0.4], [0.1, 0.4, 0.3])  # doctest: +ELLIPSIS
 0.944444...
 >>> hdi(list(range(11)), mass=0.8)
 (0.0, 8.0)
+>>> mean_ci([2.0, 2.0, 2.0])
+(2.0, 2.0, 2.0)
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from typing import Any, TypedDict
 
@@ -181,3 +185,42 @@ def bootstrap_ci(
     tail = (1.0 - mass) / 2.0
     lo, hi = np.quantile(stats, [tail, 1.0 - tail])
     return float(lo), float(hi)
+
+
+def _two_sided_quantile(level: float, df: int) -> float:
+    """The t quantile for a two-sided ``level`` interval, or the normal one without SciPy."""
+    q = (1.0 + level) / 2.0
+    try:
+        from scipy.stats import t
+    except ImportError:
+        return statistics.NormalDist().inv_cdf(q)  # 1.959963... at level 0.95
+    return float(t.ppf(q, df))
+
+
+def mean_ci(values: Sample, level: float = 0.95) -> tuple[float, float, float]:
+    """``(mean, low, high)``: the mean and its two-sided t interval holding ``level``.
+
+    The half-width is ``t * s / sqrt(n)`` with the sample standard deviation ``s`` (ddof=1) and the
+    t quantile at ``n - 1`` degrees of freedom (the normal quantile, 1.96 at 95%, when SciPy is not
+    installed). With one value the interval is that value. Never NaN: an empty or non-finite sample
+    raises ValueError.
+
+    >>> m, lo, hi = mean_ci([1.0, 2.0, 3.0, 4.0])
+    >>> m, round(lo, 4), round(hi, 4)
+    (2.5, 0.4457, 4.5543)
+    >>> mean_ci([7.0])
+    (7.0, 7.0, 7.0)
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    x = _as_array(values)
+    if x.size < 2:
+        return float(x[0]), float(x[0]), float(x[0])
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is caught below as non-finite
+        mean = float(x.mean())
+        std = float(x.std(ddof=1))
+    half = _two_sided_quantile(level, int(x.size) - 1) * std / math.sqrt(x.size)
+    low, high = mean - half, mean + half
+    if not all(math.isfinite(v) for v in (mean, low, high)):
+        raise ValueError("values are too large for a finite interval")
+    return mean, low, high

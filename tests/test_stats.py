@@ -1,16 +1,17 @@
-"""AUROC against scikit-learn, HDI as the shortest window, summaries, the bootstrap."""
+"""AUROC against scikit-learn, HDI as the shortest window, summaries, the bootstrap, mean_ci."""
 
 from __future__ import annotations
 
 import doctest
 import importlib
 import math
+import sys
 from typing import Any
 
 import numpy as np
 import pytest
 
-from ragsense.experiments._stats import bootstrap_ci, hdi, paired_summary, roc_auc, summarize
+from ragsense.stats import bootstrap_ci, hdi, mean_ci, paired_summary, roc_auc, summarize
 
 
 def sklearn_auc(pos: Any, neg: Any) -> float:
@@ -209,7 +210,46 @@ def test_bootstrap_ci_errors() -> None:
         bootstrap_ci(lambda x: math.nan, [1.0, 2.0], n=3)
 
 
+# --- mean_ci --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("level", [0.8, 0.95, 0.99])
+def test_mean_ci_matches_scipy(level: float) -> None:
+    scipy_stats = pytest.importorskip("scipy.stats")
+    x = np.random.default_rng(1).normal(3.0, 2.0, size=25)
+    mean, low, high = mean_ci(x, level)
+    ref_low, ref_high = scipy_stats.t.interval(level, x.size - 1, loc=x.mean(), scale=scipy_stats.sem(x))
+    assert mean == pytest.approx(x.mean(), abs=1e-12)
+    assert (low, high) == (pytest.approx(ref_low, abs=1e-9), pytest.approx(ref_high, abs=1e-9))
+
+
+def test_mean_ci_falls_back_to_the_normal_quantile(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "scipy.stats", None)  # import fails as if SciPy were absent
+    mean, low, high = mean_ci([1.0, 2.0, 3.0, 4.0])
+    half = 1.959963984540054 * float(np.std([1.0, 2.0, 3.0, 4.0], ddof=1)) / 2.0
+    assert (mean, low, high) == (2.5, pytest.approx(2.5 - half), pytest.approx(2.5 + half))
+
+
+def test_mean_ci_small_and_constant_samples_give_no_nan() -> None:
+    assert mean_ci([4.0]) == (4.0, 4.0, 4.0)
+    assert mean_ci(np.array([3.0])) == (3.0, 3.0, 3.0)
+    assert mean_ci([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0)
+    mean, low, high = mean_ci([0.0, 1.0])
+    assert all(math.isfinite(v) for v in (mean, low, high)) and low < mean < high
+
+
+def test_mean_ci_errors() -> None:
+    with pytest.raises(ValueError, match="values is empty"):
+        mean_ci([])
+    with pytest.raises(ValueError, match="non-finite"):
+        mean_ci([1.0, math.nan])
+    with pytest.raises(ValueError, match="level"):
+        mean_ci([1.0, 2.0], level=1.0)
+    with pytest.raises(ValueError, match="finite interval"):
+        mean_ci([1e308, -1e308, 1e308])
+
+
 def test_doctests() -> None:
-    result = doctest.testmod(importlib.import_module("ragsense.experiments._stats"))
+    result = doctest.testmod(importlib.import_module("ragsense.stats"))
     assert result.attempted > 0
     assert result.failed == 0

@@ -1,0 +1,160 @@
+"""What every scoring command shares: the run flags, one call into the spine, the table, the summary
+and the exit code. ``evaluate``, ``grounding``, ``vera evaluate|enhance`` and ``correctness
+features|predict`` all go through :func:`run_command`, so ``-o``, ``--resume``, ``--overwrite``,
+``--chunk-size``, ``--table`` and the exit codes mean the same everywhere.
+
+Exit codes: 0 every row scored; 3 the run finished but some rows have errors (listed in the output's
+``errors`` and in the summary); 2 a usage or setup error (bad flag, missing file, unknown model,
+existing output); 130 interrupted (finished chunks are saved: continue with ``--resume``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ragsense.cli._common import add_model_options
+from ragsense.data import sample_rows_path
+from ragsense.evaluation import DEFAULT_CHUNK_SIZE, Evaluation, Metric, RowOutcome, Shape, evaluate
+from ragsense.tables import render_table
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_ROW_ERRORS = 3
+TABLE_AUTO_ROWS = 50
+
+Columns = Sequence[tuple[str, int, Callable[[dict[str, Any]], str]]]
+"""A table: (header, width, cell from an output row) per column."""
+
+
+def add_run_options(parser: argparse.ArgumentParser, *, output_help: str, sample: bool = True) -> None:
+    """Input, output and run flags, the same on every scoring command."""
+    parser.add_argument(
+        "input", nargs="?", help="rows as .jsonl, .json, .csv or .parquet ('-' for JSONL on stdin)"
+    )
+    parser.add_argument("-o", "--output", help=output_help)
+    if sample:
+        parser.add_argument("--sample", action="store_true", help="use the bundled sample rows")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted run in --output")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    parser.add_argument(
+        "--chunk-size",
+        type=int,
+        default=DEFAULT_CHUNK_SIZE,
+        help=f"rows per batched, saved chunk (default {DEFAULT_CHUNK_SIZE})",
+    )
+    parser.add_argument(
+        "--table",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help=f"print a table of the results (auto: up to {TABLE_AUTO_ROWS} rows, not with -o -)",
+    )
+    add_model_options(parser)
+
+
+def source_of(args: argparse.Namespace, command: str) -> Any:
+    """The input path, or the bundled sample; a usage error for neither or both."""
+    has_sample = bool(getattr(args, "sample", False))
+    if has_sample == bool(args.input):
+        raise SystemExit(f"ragsense {command}: give an input file or --sample (not both)")
+    if args.resume and not args.output:
+        raise SystemExit(f"ragsense {command}: --resume needs --output")
+    if args.chunk_size < 1:
+        raise SystemExit(f"ragsense {command}: --chunk-size must be at least 1")
+    return sample_rows_path() if has_sample else args.input
+
+
+def legacy_shape(renames: dict[str, str] | None = None) -> Shape:
+    """The single-metric format the older commands wrote: the metric's fields at the top level (renamed
+    by ``renames``), or on failure ``"error": {"field", "message"}`` (the first error) instead."""
+    names = renames or {}
+
+    def shape(outcome: RowOutcome) -> dict[str, Any]:
+        record = dict(outcome.record)
+        if outcome.errors:
+            first = outcome.errors[0]
+            record["error"] = {"field": first.field, "message": first.message}
+        else:
+            record.update({names.get(k, k): v for k, v in outcome.fields.items()})
+        record["_row"] = outcome.index
+        return record
+
+    return shape
+
+
+def row_id(record: dict[str, Any]) -> str:
+    return str(record.get("id", record.get("_row", "")))
+
+
+def question_of(record: dict[str, Any]) -> str:
+    return str(record.get("question", record.get("user_input", "")))
+
+
+def answer_of(record: dict[str, Any]) -> str:
+    return str(record.get("answer", record.get("response", "")))
+
+
+def error_text(record: dict[str, Any]) -> str | None:
+    """``error: FIELD`` for a row with errors (either format), else None."""
+    errors = record.get("errors") or ([record["error"]] if record.get("error") else [])
+    if not errors:
+        return None
+    first = errors[0]
+    return "error: " + str(first.get("field") or first.get("metric") or "model")
+
+
+def fmt(value: Any, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:+.2f}" if signed else f"{value:.2f}"
+    return str(value)
+
+
+def render(records: Sequence[dict[str, Any]], columns: Columns) -> str:
+    rows = [[cell(r) for _, _, cell in columns] for r in records]
+    return render_table([h for h, _, _ in columns], rows, [w for _, w, _ in columns])
+
+
+def run_command(
+    args: argparse.Namespace,
+    command: str,
+    metrics: Sequence[Metric],
+    columns: Columns,
+    *,
+    shape: Shape | None = None,
+    stdout_default: bool = False,
+    extra_lines: Callable[[Evaluation], list[str]] | None = None,
+) -> int:
+    """Run ``metrics`` over the command's input through the spine; print the table and the summary."""
+    source = source_of(args, command)
+    output = args.output if args.output else ("-" if stdout_default else None)
+    evaluation = evaluate(
+        source,
+        metrics,
+        output=output,
+        chunk_size=args.chunk_size,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        desc=command,
+        shape=shape,
+    )
+    to_stdout = output == "-"
+    show = args.table == "always" or (
+        args.table == "auto" and not to_stdout and len(evaluation) <= TABLE_AUTO_ROWS
+    )
+    if show:
+        print(render(evaluation.rows, columns))
+    lines = [str(evaluation.summary())]
+    if extra_lines is not None:
+        lines.extend(extra_lines(evaluation))
+    if args.output and not to_stdout:
+        lines.append(f"written to {args.output}")
+    print("\n" + "\n".join(lines), file=sys.stderr)
+    return EXIT_ROW_ERRORS if evaluation.has_errors else EXIT_OK

@@ -1,0 +1,76 @@
+"""The evaluation spine: one ``Metric`` contract, one runner, one way to evaluate with every metric.
+
+>>> from ragsense.evaluation import evaluate
+>>> run = evaluate([{"question": "Who designs proteins?",
+...                  "contexts": ["David Baker designs proteins."], "answer": "David Baker."}],
+...                "consens", model="fake", progress=False)
+>>> run.rows[0]["verdict"]
+'grounded'
+"""
+
+from ragsense.evaluation._api import DEFAULT_CHUNK_SIZE, aevaluate, evaluate
+from ragsense.evaluation._contract import (
+    INPUT,
+    ROW_FIELDS,
+    ErrorRecord,
+    Metric,
+    Needs,
+    RowOutcome,
+    RunItem,
+    Step,
+)
+from ragsense.evaluation._evaluation import (
+    Evaluation,
+    MetricInfo,
+    MetricSummary,
+    ScoreSummary,
+    Summary,
+    errors_of,
+    summarize,
+)
+from ragsense.evaluation._inputs import Data, rows_from
+from ragsense.evaluation._outputs import OUTPUT_SUFFIXES, check_output, save_rows, working_file
+from ragsense.evaluation._registry import (
+    DEFAULT_METRICS,
+    ENTRY_POINT_GROUP,
+    available_metrics,
+    create_metric,
+    resolve_metrics,
+)
+from ragsense.evaluation._runner import ResultCountError, RunStats, Shape, run_rows
+
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_METRICS",
+    "ENTRY_POINT_GROUP",
+    "INPUT",
+    "OUTPUT_SUFFIXES",
+    "ROW_FIELDS",
+    "Data",
+    "ErrorRecord",
+    "Evaluation",
+    "Metric",
+    "MetricInfo",
+    "MetricSummary",
+    "Needs",
+    "ResultCountError",
+    "RowOutcome",
+    "RunItem",
+    "RunStats",
+    "ScoreSummary",
+    "Shape",
+    "Step",
+    "Summary",
+    "aevaluate",
+    "available_metrics",
+    "check_output",
+    "create_metric",
+    "errors_of",
+    "evaluate",
+    "resolve_metrics",
+    "rows_from",
+    "run_rows",
+    "save_rows",
+    "summarize",
+    "working_file",
+]

@@ -1,0 +1,135 @@
+"""``ragsense.evaluate``: every metric over every row in one pass, on one event loop."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from ragsense._async import run_sync
+from ragsense.evaluation._contract import Metric
+from ragsense.evaluation._evaluation import Evaluation, MetricInfo
+from ragsense.evaluation._inputs import Data, rows_from
+from ragsense.evaluation._outputs import check_output, save_rows, working_file
+from ragsense.evaluation._registry import resolve_metrics
+from ragsense.evaluation._runner import Shape, run_rows
+from ragsense.models import ModelPool, ModelSpec, shared_pool
+
+DEFAULT_CHUNK_SIZE = 16
+"""Rows per chunk: the unit that is batched into model calls, saved, and resumed. The same number
+means the same thing in every command."""
+
+
+async def aevaluate(
+    data: Data,
+    metrics: str | Sequence[str | Metric] | None = None,
+    *,
+    model: ModelSpec | None = None,
+    model_options: dict[str, Any] | None = None,
+    output: str | os.PathLike[str] | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool | Literal["always"] = True,
+    pool: ModelPool | None = None,
+    desc: str = "evaluate",
+    shape: Shape | None = None,
+) -> Evaluation:
+    """The async form of :func:`evaluate` (same arguments), for code already on an event loop."""
+    resolved = resolve_metrics(metrics, model=model, model_options=model_options)
+    kind = None if output is None else check_output(output)
+    to_stdout = output is not None and str(output) == "-"
+    if to_stdout and resume:
+        raise ValueError("cannot resume a run written to stdout; give an output file")
+    target = None if output is None else Path(output)
+    working = None if output is None else ("-" if to_stdout else working_file(output))
+    continuing = resume and working is not None and Path(str(working)).exists()
+    if target is not None and kind != "jsonl" and target.exists() and not (overwrite or continuing):
+        raise FileExistsError(
+            f"output file {str(target)!r} already exists; replace it with overwrite=True (--overwrite)"
+            + (" or continue its run with resume=True (--resume)" if Path(str(working)).exists() else "")
+        )
+    rows = rows_from(data)
+    pool = pool if pool is not None else shared_pool()
+    try:
+        for metric in resolved:
+            await metric.setup(pool)
+        records, stats = await run_rows(
+            rows,
+            resolved,
+            output=working,
+            chunk_size=chunk_size,
+            resume=resume,
+            overwrite=overwrite,
+            progress=progress,
+            desc=desc,
+            shape=shape,
+        )
+    finally:
+        for metric in resolved:
+            await metric.aclose()
+    evaluation = Evaluation(records, [MetricInfo.of(m) for m in resolved], stats)
+    if target is not None and working is not None and kind != "jsonl":
+        save_rows(target, records)
+        with contextlib.suppress(FileNotFoundError):
+            Path(str(working)).unlink()
+    return evaluation
+
+
+def evaluate(
+    data: Data,
+    metrics: str | Sequence[str | Metric] | None = None,
+    *,
+    model: ModelSpec | None = None,
+    model_options: dict[str, Any] | None = None,
+    output: str | os.PathLike[str] | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool | Literal["always"] = True,
+    pool: ModelPool | None = None,
+    desc: str = "evaluate",
+    shape: Shape | None = None,
+) -> Evaluation:
+    """Run ``metrics`` over every row of ``data`` in one pass; returns an :class:`Evaluation`.
+
+    ``data``: a path (.jsonl, .json, .csv, .parquet, ``-``), a list of dicts (ragsense or RAGAS field
+    names), a pandas DataFrame, a Hugging Face Dataset or a RAGAS EvaluationDataset. ``metrics``: metric
+    objects (``ConSens(model=..., attribution=True)``, ``Vera(judge=...)``, ``Correctness(estimator=...)``,
+    ``Similarity()``), or names with their defaults (``"consens,vera"`` or ``["consens", "vera"]``;
+    ``model`` and ``model_options`` go to the named ones); default: ConSens.
+
+    ``output``: also write the rows there as the run goes (.jsonl, .csv, .parquet by extension; ``-``
+    for JSONL on stdout); an existing output is an error unless ``resume`` (continue it: finished chunks
+    are not recomputed) or ``overwrite``. ``chunk_size``: rows per batched, saved chunk. Models come from
+    ``pool`` (default: the process-wide pool), so each is loaded once however many metrics use it.
+
+    A row that a metric cannot score gets an entry in its ``errors`` list, and the other metrics still
+    score it; nothing is raised for a bad row.
+
+    >>> run = evaluate([{"question": "Who wrote Hamlet?", "contexts": ["Hamlet is by Shakespeare."],
+    ...                  "answer": "Shakespeare wrote it."}, {"question": "Q?", "contexts": ["C."]}],
+    ...                ["consens", "similarity"], model="fake", progress=False)
+    >>> [sorted(e["metric"] for e in row["errors"]) for row in run.rows]
+    [[], ['consens', 'similarity']]
+    >>> run.summary().metrics["consens"].n
+    1
+    """
+    return run_sync(
+        aevaluate(
+            data,
+            metrics,
+            model=model,
+            model_options=model_options,
+            output=output,
+            chunk_size=chunk_size,
+            resume=resume,
+            overwrite=overwrite,
+            progress=progress,
+            pool=pool,
+            desc=desc,
+            shape=shape,
+        )
+    )

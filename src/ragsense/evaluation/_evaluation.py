@@ -1,0 +1,198 @@
+"""What ``evaluate`` returns: the rows, a summary per metric, and ways to look at and keep them."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragsense.data import require_module
+from ragsense.evaluation._contract import Metric
+from ragsense.evaluation._outputs import save_rows
+from ragsense.evaluation._runner import RunStats
+from ragsense.stats import mean_ci
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """What a summary needs to know of a metric, kept after the metric object is closed."""
+
+    name: str
+    fields: tuple[str, ...]
+    scores: tuple[str, ...]
+    verdict: str | None
+    settings: dict[str, Any]
+
+    @classmethod
+    def of(cls, metric: Metric) -> MetricInfo:
+        return cls(metric.name, tuple(metric.fields), tuple(metric.scores), metric.verdict, metric.settings())
+
+
+@dataclass(frozen=True)
+class ScoreSummary:
+    """A numeric field over the rows that have it: n, mean and its 95% interval (t distribution)."""
+
+    n: int
+    mean: float
+    ci95: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    """One metric over a run: rows scored, rows in error, each score's mean, verdict counts."""
+
+    name: str
+    n: int
+    errors: int
+    scores: dict[str, ScoreSummary] = field(default_factory=dict)
+    verdicts: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "errors": self.errors,
+            "scores": {k: {"n": s.n, "mean": s.mean, "ci95": list(s.ci95)} for k, s in self.scores.items()},
+            "verdicts": dict(self.verdicts),
+        }
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The run at a glance: rows, rows with any error, and one :class:`MetricSummary` per metric."""
+
+    n_rows: int
+    n_resumed: int
+    rows_with_errors: int
+    seconds: float
+    metrics: dict[str, MetricSummary]
+    errors: list[tuple[int, str, str | None, str]]  # (row, metric, field, message), the first 20
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_rows": self.n_rows,
+            "n_resumed": self.n_resumed,
+            "rows_with_errors": self.rows_with_errors,
+            "seconds": round(self.seconds, 3),
+            "metrics": {k: m.to_dict() for k, m in self.metrics.items()},
+        }
+
+    def __str__(self) -> str:
+        resumed = f", {self.n_resumed} resumed" if self.n_resumed else ""
+        lines = [
+            f"{self.n_rows} rows: {self.n_rows - self.rows_with_errors} ok, {self.rows_with_errors} with "
+            f"errors{resumed} in {self.seconds:.1f} s"
+        ]
+        for m in self.metrics.values():
+            parts = [f"{m.name}: n={m.n}"]
+            for key, s in m.scores.items():
+                parts.append(f"{key} {s.mean:+.3f} [{s.ci95[0]:+.3f}, {s.ci95[1]:+.3f}]")
+            if m.verdicts:
+                parts.append(", ".join(f"{k} {v}" for k, v in sorted(m.verdicts.items())))
+            if m.errors:
+                parts.append(f"errors {m.errors}")
+            lines.append("  " + "; ".join(parts))
+        for row, metric, field_name, message in self.errors:
+            lines.append(f"  row {row}: {metric}: {field_name or '-'}: {message}")
+        return "\n".join(lines)
+
+
+def errors_of(record: Mapping[str, Any], default_metric: str) -> list[Mapping[str, Any]]:
+    """A record's error entries, from ``errors`` or from the one ``error`` of the older single-metric
+    format (whose metric is ``default_metric``)."""
+    errors = record.get("errors")
+    if isinstance(errors, list):
+        return [e for e in errors if isinstance(e, Mapping)]
+    error = record.get("error")
+    if isinstance(error, Mapping):
+        return [{"metric": default_metric, "field": error.get("field"), "message": error.get("message", "")}]
+    return []
+
+
+MAX_LISTED_ERRORS = 20
+
+
+def summarize(rows: Sequence[Mapping[str, Any]], metrics: Sequence[MetricInfo], stats: RunStats) -> Summary:
+    """Per metric: rows it scored, its errors, each score's mean with a 95% interval, verdict counts."""
+    default = metrics[0].name if len(metrics) == 1 else "input"
+    per_row_errors = [errors_of(r, default) for r in rows]
+    listed: list[tuple[int, str, str | None, str]] = []
+    for index, (row, errors) in enumerate(zip(rows, per_row_errors, strict=True)):
+        for e in errors:
+            if len(listed) < MAX_LISTED_ERRORS:
+                listed.append(
+                    (int(row.get("_row", index)), str(e.get("metric")), e.get("field"), str(e.get("message")))
+                )
+    out: dict[str, MetricSummary] = {}
+    for info in metrics:
+        failed = [
+            any(e.get("metric") in (info.name, "input", "output") for e in errs) for errs in per_row_errors
+        ]
+        scored = [r for r, bad in zip(rows, failed, strict=True) if not bad]
+        scores: dict[str, ScoreSummary] = {}
+        for key in info.scores:
+            values = [
+                float(r[key])
+                for r in scored
+                if isinstance(r.get(key), int | float) and not isinstance(r.get(key), bool)
+            ]
+            if values:
+                mean, low, high = mean_ci(values)
+                scores[key] = ScoreSummary(len(values), mean, (low, high))
+        verdicts: dict[str, int] = {}
+        if info.verdict is not None:
+            counts = Counter(str(r[info.verdict]) for r in scored if r.get(info.verdict) is not None)
+            verdicts = dict(sorted(counts.items()))
+        out[info.name] = MetricSummary(info.name, len(scored), sum(failed), scores, verdicts)
+    return Summary(
+        n_rows=len(rows),
+        n_resumed=stats.n_resumed,
+        rows_with_errors=sum(bool(e) for e in per_row_errors),
+        seconds=stats.seconds,
+        metrics=out,
+        errors=listed,
+    )
+
+
+class Evaluation:
+    """The result of :func:`~ragsense.evaluation.evaluate`: every output row, in input order.
+
+    Each row keeps its input fields, then each metric's fields, then ``errors`` (a list of
+    ``{"metric", "field", "message"}``, empty when every metric scored the row) and ``_row`` (its
+    0-based input position).
+    """
+
+    def __init__(self, rows: list[dict[str, Any]], metrics: Sequence[MetricInfo], stats: RunStats) -> None:
+        self.rows = rows
+        self.metrics = list(metrics)
+        self.stats = stats
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.rows)
+
+    def __repr__(self) -> str:
+        names = ", ".join(m.name for m in self.metrics)
+        return f"Evaluation({len(self.rows)} rows; metrics: {names})"
+
+    @property
+    def has_errors(self) -> bool:
+        """Whether any row has an error entry."""
+        return any(errors_of(r, "input") for r in self.rows)
+
+    def summary(self) -> Summary:
+        """Per metric: n, each score's mean with its 95% interval, verdict counts, errors."""
+        return summarize(self.rows, self.metrics, self.stats)
+
+    def to_pandas(self) -> Any:
+        """The rows as a pandas DataFrame (``pandas`` extra)."""
+        pd = require_module("pandas", "pandas", "Evaluation.to_pandas()")
+        return pd.DataFrame(self.rows)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the rows to ``.jsonl``, ``.csv`` or ``.parquet`` (by extension); returns the path."""
+        return save_rows(path, self.rows)

@@ -1,0 +1,348 @@
+"""The one runner: every metric over fixed chunks of the input, error records, durable appends, resume.
+
+Chunk ``k`` is always input rows ``k*chunk_size ... (k+1)*chunk_size - 1``, whatever was already done,
+because batch composition can change a model's float results: a resumed run computes exactly what a
+fresh run computes. Each finished chunk is appended to the JSONL output and fsynced before the next
+starts, so an interrupted run loses at most the chunk it was in.
+
+Within a chunk every metric scores the rows it can (those with the fields it needs) in one batched
+call; the metrics run concurrently on the one event loop (a server backend keeps their requests in
+flight together; a local model computes them one after the other). When a metric fails for a whole
+chunk, its rows are retried one by one so that only the failing rows are marked. This is the only
+"retry a failed chunk row by row" in ragsense.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any, Literal
+
+from tqdm import tqdm
+
+from ragsense.data import JsonlWriter, RowError, dumps_json
+from ragsense.evaluation._contract import INPUT, ErrorRecord, RowOutcome, RunItem, Step
+
+logger = logging.getLogger(__name__)
+
+Shape = Callable[[RowOutcome], dict[str, Any]]
+"""How an outcome is written: :meth:`RowOutcome.to_record` unless a front keeps an older format."""
+
+
+class ResultCountError(ValueError):
+    """A metric returned a different number of results than rows it was given (a bug in the metric)."""
+
+
+@dataclass
+class RunStats:
+    """How a run went: rows in the output, how many came from an earlier run, seconds spent."""
+
+    n_rows: int = 0
+    n_resumed: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class _Previous:
+    """What an existing output file already holds, by input row index."""
+
+    records: dict[int, dict[str, Any]]
+    needs_rewrite: bool  # a truncated or unterminated last line, duplicates or blank lines
+
+
+async def run_rows(
+    rows: Iterable[RunItem],
+    metrics: Sequence[Step],
+    *,
+    output: str | os.PathLike[str] | None = None,
+    chunk_size: int = 16,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool | Literal["always"] = True,
+    desc: str = "ragsense",
+    shape: Shape | None = None,
+) -> tuple[list[dict[str, Any]], RunStats]:
+    """Run ``metrics`` over ``rows``; returns every output record in input order and the run's stats.
+
+    With ``output`` (a JSONL path) each chunk is appended there as it finishes. With ``resume=True`` an
+    existing output is continued: leading chunks whose rows are all present are taken from it (no
+    metric is called for them); from the first incomplete chunk on, the file is cut back and computed
+    afresh. Resume with the same input, metrics and ``chunk_size``. Without ``resume``, an existing
+    output raises :class:`FileExistsError` unless ``overwrite=True``.
+
+    ``progress``: a tqdm bar on stderr when it is a terminal (``"always"``: in any case; False: never).
+    Metrics must already be set up (:meth:`Metric.setup`). Items are usually parsed rows
+    (:class:`~ragsense.data.RagRow`, or a :class:`~ragsense.data.RowError` that is recorded as an input
+    error); any :class:`RunItem` works with steps that read it.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+    shape = shape or RowOutcome.to_record
+    path = None if output is None else Path(output)
+    previous: _Previous | None = None
+    if path is not None and path.exists():
+        if resume:
+            previous = _read_previous(path)
+        elif not overwrite:
+            raise FileExistsError(
+                f"output file {str(path)!r} already exists; continue it with resume=True (--resume) "
+                "or replace it with overwrite=True (--overwrite)"
+            )
+    stats = RunStats()
+    started = time.perf_counter()
+    records: list[dict[str, Any]] = []
+    total = len(rows) if isinstance(rows, Sized) else None
+    show = progress == "always" or (progress is True and sys.stderr.isatty())
+    bar = tqdm(total=total, desc=desc, unit="row", disable=not show, file=sys.stderr)
+    # A fresh run truncates now, so even an empty input leaves a valid (empty) output file.
+    writer: JsonlWriter | None = None if path is None or previous is not None else JsonlWriter(path)
+    appending = previous is None
+    try:
+        for start, chunk in _chunks(rows, chunk_size):
+            if not appending:
+                assert previous is not None and path is not None
+                if _already_done(previous, start, chunk, path, metrics):
+                    records.extend(previous.records[start + k] for k in range(len(chunk)))
+                    stats.n_resumed += len(chunk)
+                    bar.update(len(chunk))
+                    continue
+                # First incomplete chunk: drop it and anything after it, then append from here.
+                _cut_back(path, previous, keep_below=start)
+                writer = JsonlWriter(path, append=True)
+                appending = True
+            outcomes = await _process_chunk(start, chunk, metrics)
+            shaped = [_writable(shape, outcome) for outcome in outcomes]
+            if writer is not None:
+                writer.write_batch(shaped)
+            records.extend(shaped)
+            bar.update(len(chunk))
+        if not appending and previous is not None and path is not None:
+            _finish_resume(path, previous, n_rows=len(records))
+    finally:
+        if writer is not None:
+            writer.close()
+        bar.close()
+    stats.n_rows = len(records)
+    stats.seconds = time.perf_counter() - started
+    return records, stats
+
+
+def _writable(shape: Shape, outcome: RowOutcome) -> dict[str, Any]:
+    record = shape(outcome)
+    try:
+        dumps_json(record)
+    except (ValueError, TypeError) as exc:
+        # One unwritable result (a NaN, an odd type) marks its own row instead of ending the run.
+        outcome.fields = dict.fromkeys(outcome.fields)
+        outcome.errors.append(ErrorRecord("output", None, f"result could not be written: {exc}"))
+        record = shape(outcome)
+    return record
+
+
+# ------------------------------------------------------------------------------------------- scoring
+
+
+async def _process_chunk(start: int, chunk: list[RunItem], metrics: Sequence[Step]) -> list[RowOutcome]:
+    outcomes: list[RowOutcome] = []
+    valid: list[tuple[RowOutcome, RunItem]] = []
+    for offset, item in enumerate(chunk):
+        outcome = RowOutcome(start + offset, item.to_record())
+        outcomes.append(outcome)
+        if isinstance(item, RowError):
+            outcome.errors.append(ErrorRecord(INPUT, item.field, item.message))
+            for metric in metrics:  # null fields: every row has the same metric columns
+                outcome.fields.update(dict.fromkeys(metric.fields))
+        else:
+            valid.append((outcome, item))
+    per_metric = await asyncio.gather(*(_score_metric(metric, valid) for metric in metrics))
+    for metric, results in zip(metrics, per_metric, strict=True):
+        for (outcome, _), result in zip(valid, results, strict=True):
+            if isinstance(result, ErrorRecord):
+                outcome.errors.append(result)
+                # The metric's fields are still there (null): every row has the same columns.
+                outcome.fields.update(dict.fromkeys(metric.fields))
+            else:
+                outcome.fields.update(result)
+    return outcomes
+
+
+async def _score_metric(
+    metric: Step, valid: Sequence[tuple[RowOutcome, RunItem]]
+) -> list[Mapping[str, Any] | ErrorRecord]:
+    """The metric's fields for each valid row, or the error record that marks the row."""
+    results: list[Mapping[str, Any] | ErrorRecord | None] = [None] * len(valid)
+    eligible: list[int] = []
+    for k, (_, row) in enumerate(valid):
+        missing = metric.needs.missing(row)
+        if missing is None:
+            eligible.append(k)
+        else:
+            results[k] = ErrorRecord(
+                metric.name, missing, f"{missing!r} is missing or empty ({metric.name} needs it)"
+            )
+    scored = await _isolated(metric, [valid[k][1] for k in eligible])
+    for k, result in zip(eligible, scored, strict=True):
+        if isinstance(result, BaseException):
+            results[k] = ErrorRecord.from_exception(metric.name, result)
+        else:
+            fields = {name: result.get(name) for name in metric.fields}
+            try:
+                dumps_json(fields)
+            except (ValueError, TypeError) as exc:
+                # One unwritable result (a NaN, an odd type) marks its own row for this metric only.
+                results[k] = ErrorRecord(metric.name, None, f"result could not be written: {exc}")
+            else:
+                results[k] = fields
+    return [r for r in results if r is not None]
+
+
+def _checked(result: Sequence[Any], expected: int, metric: Step) -> list[Any]:
+    if len(result) != expected:
+        # A programming error in the metric, not a property of the rows: stop rather than misalign rows.
+        raise ResultCountError(f"metric {metric.name!r} returned {len(result)} results for {expected} rows")
+    return list(result)
+
+
+async def _isolated(metric: Step, rows: list[RunItem]) -> list[Mapping[str, Any] | Exception]:
+    """The metric on all rows in one call; if that call fails, on each row alone."""
+    if not rows:
+        return []
+    try:
+        return _checked(await metric.score(rows), len(rows), metric)
+    except ResultCountError:
+        raise
+    except Exception as exc:  # any failure of the metric: isolate the failing rows below
+        chunk_error = exc
+    if len(rows) == 1:
+        return [chunk_error]
+    logger.warning(
+        "%s failed on a chunk (%s); retrying its %d rows one by one", metric.name, chunk_error, len(rows)
+    )
+    out: list[Mapping[str, Any] | Exception] = []
+    for row in rows:
+        try:
+            out.append(_checked(await metric.score([row]), 1, metric)[0])
+        except ResultCountError:
+            raise
+        except Exception as exc:
+            out.append(exc)
+    return out
+
+
+# -------------------------------------------------------------------------------------------- resume
+
+
+def _chunks(rows: Iterable[RunItem], size: int) -> Iterator[tuple[int, list[RunItem]]]:
+    iterator = iter(rows)
+    start = 0
+    while chunk := list(islice(iterator, size)):
+        yield start, chunk
+        start += len(chunk)
+
+
+def _already_done(
+    previous: _Previous, start: int, chunk: list[RunItem], path: Path, metrics: Sequence[Step]
+) -> bool:
+    positions = range(start, start + len(chunk))
+    if not all(index in previous.records for index in positions):
+        return False
+    for index, item in zip(positions, chunk, strict=True):
+        record = previous.records[index]
+        old, new = record.get("id"), item.id
+        if old is not None and new is not None and str(old) != new:
+            raise ValueError(
+                f"cannot resume {str(path)!r}: its row {index} has id {old!r} but the input's has {new!r}, "
+                "so it was written for a different input; use overwrite=True (--overwrite) to start over"
+            )
+        if not isinstance(item, RowError):
+            for metric in metrics:
+                if metric.fields and metric.fields[0] not in record and not _has_error(record):
+                    raise ValueError(
+                        f"cannot resume {str(path)!r}: its row {index} has no {metric.fields[0]!r} field, so "
+                        f"it was written without the metric {metric.name!r}; resume with the same metrics "
+                        "or use overwrite=True (--overwrite)"
+                    )
+    return True
+
+
+def _has_error(record: Mapping[str, Any]) -> bool:
+    return bool(record.get("errors")) or record.get("error") is not None
+
+
+def _finish_resume(path: Path, previous: _Previous, *, n_rows: int) -> None:
+    """Every input chunk was already done; check nothing is left over and tidy the file if needed."""
+    extra = [index for index in previous.records if index >= n_rows]
+    if extra:
+        raise ValueError(
+            f"cannot resume {str(path)!r}: it holds rows up to {max(extra)} but the input has only "
+            f"{n_rows} rows, so it was written for a different input; use overwrite=True (--overwrite)"
+        )
+    if previous.needs_rewrite:
+        _cut_back(path, previous, keep_below=n_rows)
+
+
+def _parse_output_line(line: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _read_previous(path: Path) -> _Previous:
+    with path.open(encoding="utf-8") as handle:
+        lines = handle.readlines()
+    records: dict[int, dict[str, Any]] = {}
+    needs_rewrite = False
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            needs_rewrite = True
+            continue
+        record = _parse_output_line(line)
+        is_last = number == len(lines)
+        if record is None and is_last:
+            # The run was killed while writing this line: it never finished, so drop it.
+            logger.info("resume: dropping the truncated last line of %s", path)
+            needs_rewrite = True
+            continue
+        row = None if record is None else record.get("_row")
+        if record is None or not isinstance(row, int) or isinstance(row, bool) or row < 0:
+            raise ValueError(
+                f"cannot resume {str(path)!r}: line {number} is not a ragsense output row (no valid JSON "
+                "with a '_row' index); fix the file or use overwrite=True (--overwrite)"
+            )
+        if is_last and not line.endswith("\n"):
+            needs_rewrite = True  # appending would glue the next row onto this line
+        if row in records:
+            needs_rewrite = True  # keep the first copy
+            continue
+        records[row] = record
+    return _Previous(records=records, needs_rewrite=needs_rewrite)
+
+
+def _cut_back(path: Path, previous: _Previous, *, keep_below: int) -> None:
+    """Rewrite the output keeping only rows with ``_row < keep_below`` (first copies, complete lines)."""
+    if not previous.needs_rewrite and all(index < keep_below for index in previous.records):
+        return
+    kept = [previous.records[index] for index in sorted(previous.records) if index < keep_below]
+    dropped = len(previous.records) - len(kept)
+    if dropped:
+        logger.info(
+            "resume: recomputing from row %d; dropped %d partial row(s) of %s", keep_below, dropped, path
+        )
+    # Write aside and swap in, so a crash during the rewrite leaves the old file whole.
+    temporary = path.with_name(path.name + ".tmp")
+    with JsonlWriter(temporary) as writer:
+        writer.write_batch(kept)
+    os.replace(temporary, path)
+    for index in [index for index in previous.records if index >= keep_below]:
+        del previous.records[index]
+    previous.needs_rewrite = False
