@@ -28,6 +28,10 @@ def _key(name: str, options: Mapping[str, Any]) -> tuple[str, tuple[tuple[str, s
 class ModelPool:
     """Loads each named model once and hands out the same object to every user.
 
+    A pool owns the models it loaded and closes them in :meth:`aclose` (or at the end of
+    ``async with ModelPool() as pool:``); the process-wide :func:`shared_pool` lives as long as the
+    process.
+
     >>> pool = ModelPool()
     >>> pool.get("fake") is pool.get("fake")
     True
@@ -94,6 +98,12 @@ class ModelPool:
     def loaded(self) -> list[str]:
         """Names of the models loaded so far, in load order."""
         return [name for name, _ in self._models]
+
+    async def __aenter__(self) -> ModelPool:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def aclose(self) -> None:
         """Close every model the pool loaded (server clients release their connections)."""

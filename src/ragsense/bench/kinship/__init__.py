@@ -15,7 +15,7 @@ from ragsense.bench.kinship._report import (
     read_results,
     write_kinship_report,
 )
-from ragsense.bench.kinship._run import KinshipRun, aggregate, is_correct, parse_ks, run_kinship
+from ragsense.bench.kinship._run import KinshipRun, aggregate, arun_kinship, is_correct, parse_ks, run_kinship
 from ragsense.bench.kinship._source import (
     RELATION_KINDS,
     RELATION_WORDS,
@@ -59,6 +59,7 @@ __all__ = [
     "SystemAnswer",
     "Timings",
     "aggregate",
+    "arun_kinship",
     "generate_kinship_source",
     "is_correct",
     "parse_ks",
