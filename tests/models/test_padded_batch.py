@@ -26,7 +26,6 @@ LONG_CONTEXT = " ".join(
         "During the flood of 1952 the water rose to the keystones, but the bridge held.",
         "It was restored in 1998, when the original lamps were replaced by copies made in Lyon.",
     ]
-    * 3
 )
 REQUESTS = [
     ScoreRequest(
@@ -36,7 +35,7 @@ REQUESTS = [
     ScoreRequest("Question: Who designed the Orvel bridge?\nAnswer:", " Mara Quint, an engineer."),
     ScoreRequest("The answer is Par", "is, of course"),  # a straddling token
     ScoreRequest("Prix: 42,50 € — wörld café", " 3.14 ünïcödé 🤗 done"),
-    ScoreRequest(f"Context: {LONG_CONTEXT[:300]}\nAnswer:", " It opened in 1933."),
+    ScoreRequest(f"Context: {LONG_CONTEXT[:150]}\nAnswer:", " It opened in 1933."),
     ScoreRequest("Label:", " relevant"),
     ScoreRequest("Hi", " there"),  # a duplicate, scored once
 ]
@@ -67,27 +66,21 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, int, l
     yield calls
 
 
-@pytest.mark.parametrize(("max_batch_size", "max_batch_tokens"), [(8, 4096), (3, 400)])
 def test_padded_batches_give_single_row_scores(
-    smollm2: Any,
-    single_row: TransformersModel,
-    recorded: list[tuple[int, int, list[int]]],
-    max_batch_size: int,
-    max_batch_tokens: int,
+    smollm2: Any, single_row: TransformersModel, recorded: list[tuple[int, int, list[int]]]
 ) -> None:
     assert single_row.max_batch_size == 1
     reference = single_row.score_sync(REQUESTS)
     assert all(rows == 1 for rows, _, _ in recorded)
     recorded.clear()
 
-    batched = _sharing_weights(smollm2, max_batch_size=max_batch_size, max_batch_tokens=max_batch_tokens)
+    batched = _sharing_weights(smollm2, max_batch_size=4)
     got = batched.score_sync(REQUESTS)
 
-    # Padding really happened: several rows per pass, of very different lengths.
-    assert len(recorded) < len(set(REQUESTS))
-    assert max(rows for rows, _, _ in recorded) > 1
-    assert all(rows <= max_batch_size for rows, _, _ in recorded)
-    assert any(min(real) < width / 2 for _, width, real in recorded)
+    # Padding really happened: two passes of up to 4 rows, the first mixing the longest request with
+    # requests of a quarter of its length or less.
+    assert [rows for rows, _, _ in recorded] == [4, 3]
+    assert min(recorded[0][2]) <= recorded[0][1] / 4
     worst = 0.0
     for req, b, r in zip(REQUESTS, got, reference, strict=True):
         assert (b.tokens, b.offsets, b.prompt_tokens, b.straddles_boundary) == (
@@ -98,5 +91,3 @@ def test_padded_batches_give_single_row_scores(
         ), req
         worst = max(worst, *(abs(x - y) for x, y in zip(b.logprobs, r.logprobs, strict=True)))
     assert worst < 1e-4
-    # The batch plan depends only on the input: the same call gives the same floats.
-    assert batched.score_sync(REQUESTS) == got

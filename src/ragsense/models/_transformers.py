@@ -673,6 +673,8 @@ def create_transformers_model(
     already fills the matrix units, so batching buys nothing (measured: 364 tok/s unbatched vs 346
     batched with SmolLM2 on 2 cores), and scoring one sequence at a time makes every score
     independent of what else was in the batch: bit-identical across batch plans, chunking and resumes.
+    Pass ``max_batch_size`` to force padded multi-row batches on CPU too (tests/models/
+    test_padded_batch.py checks them against single rows).
     """
     if unused:
         raise TypeError(f"unknown options for the transformers backend: {', '.join(sorted(unused))}")
