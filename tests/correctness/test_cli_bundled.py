@@ -30,7 +30,8 @@ def test_features_train_evaluate_predict(
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
     features = tmp_path / "features.jsonl"
     cache = ["--cache-dir", str(tmp_path / "cache")]
-    assert main(["correctness", "features", str(source), "-o", str(features), *FAST, *cache]) == 0
+    # Exit code 3: the run finished, and a row (the empty context) has an error.
+    assert main(["correctness", "features", str(source), "-o", str(features), *FAST, *cache]) == 3
     lines = [json.loads(x) for x in features.read_text().splitlines()]
     assert len(lines) == 7 and lines[2]["error"]["field"] == "context"
     assert all("normal" in x for i, x in enumerate(lines) if i != 2)
@@ -72,7 +73,7 @@ def test_features_train_evaluate_predict(
                 *cache,
             ]
         )
-        == 0
+        == 3
     )
     estimates = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(estimates) == 7 and "error" in estimates[2]

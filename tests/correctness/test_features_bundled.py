@@ -32,8 +32,8 @@ from ragsense.models._serve import start_in_thread
 pytestmark = pytest.mark.model
 
 FAST = PerturbationSettings(k=3, how="single_shot")
-# Features of samples[:3] under FAST, pinned from the extractor as it was before batching (one
-# run_sync and one generate_scored call per condition prompt).
+# Features of samples[:3] under FAST on CPU with one torch thread, pinned from the extractor as it was
+# before batching (one run_sync and one generate_scored call per condition prompt).
 PINNED = Path(__file__).with_name("pinned_features.json")
 
 
@@ -81,11 +81,20 @@ class _Recording(_GenerateAndScoreOnly):
 def test_one_batched_call_is_bit_identical_to_the_per_prompt_path(
     smollm2: Any, samples: list[CorrectnessSample]
 ) -> None:
+    import torch
+
     if smollm2.torch_device.type != "cpu":
         pytest.skip("pinned on CPU, where the transformers backend scores one sequence per pass")
     recording = _Recording(smollm2)
     extractor = FeatureExtractor(recording, smollm2, settings=FAST)  # type: ignore[arg-type]
-    results = extractor.extract_many([*samples[:3], samples[0]])
+    # The pins were computed with one torch thread; the last float digits change with the thread count
+    # (and another test may have set it, e.g. the CLI's --threads 2).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        results = extractor.extract_many([*samples[:3], samples[0]])
+    finally:
+        torch.set_num_threads(threads)
     # Nine distinct prompts (three conditions of three samples; the repeated sample adds none) in one call.
     assert recording.calls == [9]
     records = [r.to_record() for r in results if isinstance(r, SampleFeatures)]
