@@ -8,6 +8,10 @@ from typing import Any
 
 from ragsense.cli._common import add_model_options
 from ragsense.cli._correctness import add_perturbation_options, add_target_options, settings_from_args
+from ragsense.errors import ParameterError
+
+RESUMABLE = ("vera-", "correctness-")
+"""The experiments that run on the runner and take ``resume``."""
 
 
 def add_parser(sub: Any) -> None:
@@ -21,6 +25,12 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--limit", type=int, default=None, help="use only the first N items (quick run)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="directory for per-item results (JSONL)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="vera-* and correctness-*: continue an interrupted run in --out (same options); finished "
+        "items are not computed again",
+    )
     add_model_options(parser)
     add_perturbation_options(parser)
     group = parser.add_argument_group("correctness-* experiments")
@@ -47,6 +57,15 @@ def run(args: argparse.Namespace) -> int:
 
     experiment = EXPERIMENTS[args.name]
     options: dict[str, Any] = {}
+    if args.resume and not args.name.startswith(RESUMABLE):
+        raise ParameterError(
+            f"{args.name} cannot resume; only {', '.join(p + '*' for p in RESUMABLE)} experiments can",
+            parameter="--resume",
+        )
+    if args.resume and args.out is None:
+        raise ParameterError(
+            "--resume continues the per-item results in --out: give --out", parameter="--resume"
+        )
     if args.name.startswith("correctness"):
         options = {
             "perturbation_model": args.pm,
@@ -69,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
                 "cache_dir": args.cache_dir,
             },
         }
+    if args.resume:
+        options["resume"] = True
     figures = experiment(
         model=model_from_args(args),
         data=args.data,

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from tqdm import tqdm
 
 from ragsense._async import run_sync
 from ragsense.cache import cache_dir
@@ -31,7 +30,10 @@ from ragsense.correctness import (
     correctness_targets,
 )
 from ragsense.correctness._targets import Metric
-from ragsense.data import load_squad_v2
+from ragsense.data import dumps_json, load_squad_v2
+from ragsense.errors import ParameterError
+from ragsense.evaluation import Needs, run_rows
+from ragsense.metrics import FEATURE_FIELDS
 from ragsense.models import LanguageModel, load_model
 from ragsense.stats import bootstrap_ci
 
@@ -56,34 +58,109 @@ def squad_split(
     return train, evaluation
 
 
-# Samples per batched model call: each chunk's features are cached before the next starts, so a killed
-# run resumes from its last finished chunk.
+# Samples per batched model call: the runner's chunk. Features are computed on ragsense's one runner
+# (:func:`ragsense.evaluation.run_rows`): each sample is an item and feature extraction its one step,
+# run over each part on its own, so a part's chunks are its samples 0-31, 32-63, ... With ``out`` each
+# part's records are appended to ``features_<part>.jsonl`` (the format of ``ragsense correctness
+# features``) as its chunks finish and ``resume=True`` continues them without recomputing finished
+# chunks; the extractor's disk cache (``cache``) also keeps every computed condition.
 FEATURE_CHUNK = 32
+
+
+@dataclass(frozen=True)
+class _SampleItem:
+    """One sample of one part: the runner's item."""
+
+    sample: CorrectnessSample
+    part: str
+
+    @property
+    def id(self) -> str:
+        return self.sample.id
+
+    def to_record(self) -> dict[str, Any]:
+        return {"id": self.sample.id, "part": self.part, "references": list(self.sample.references)}
+
+
+@dataclass
+class _FeatureStep:
+    """The base model's features of a chunk of samples, in one batched :meth:`aextract_many` call."""
+
+    extractor: FeatureExtractor
+    name: str = "correctness_features"
+    needs: Needs = field(default_factory=lambda: Needs(fields=()))
+    fields: tuple[str, ...] = FEATURE_FIELDS
+
+    async def score(self, rows: Sequence[Any]) -> list[Mapping[str, Any] | Exception]:
+        config = self.extractor.config
+        results = await self.extractor.aextract_many([row.sample for row in rows])
+        return [
+            r if isinstance(r, Exception) else {**r.to_record(), "feature_config": config} for r in results
+        ]
+
 
 Part = tuple[list[SampleFeatures], list[CorrectnessSample], list[str]]
 
 
-async def _features(extractor: FeatureExtractor, parts: dict[str, list[CorrectnessSample]]) -> list[Part]:
-    """Features of each part, in chunks of :data:`FEATURE_CHUNK` samples: kept features, their samples,
-    and one note per failed sample (bad fields or a failed model call)."""
-    out: list[Part] = []
-    show = sys.stderr.isatty()
-    with tqdm(total=sum(map(len, parts.values())), desc="features", unit="sample", disable=not show) as bar:
-        for part, samples in parts.items():
-            kept_features: list[SampleFeatures] = []
-            kept_samples: list[CorrectnessSample] = []
-            errors: list[str] = []
-            for start in range(0, len(samples), FEATURE_CHUNK):
-                chunk = samples[start : start + FEATURE_CHUNK]
-                for sample, result in zip(chunk, await extractor.aextract_many(chunk), strict=True):
-                    if isinstance(result, Exception):
-                        errors.append(f"{part} {sample.id}: {result}")
-                    else:
-                        kept_features.append(result)
-                        kept_samples.append(sample)
-                bar.update(len(chunk))
-            out.append((kept_features, kept_samples, errors))
-    return out
+def _check_config(path: Path, config: dict[str, Any]) -> None:
+    """Refuse to resume a features file computed with another model or other settings."""
+    if not path.exists():
+        return
+    expected = json.loads(dumps_json(config))
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a truncated last line: the runner drops it
+        found = record.get("feature_config") if isinstance(record, dict) else None
+        if found is not None and found != expected:
+            raise ParameterError(
+                f"{path} holds features computed with other models or settings; resume needs the same "
+                "ones (or use another --out)",
+                parameter="resume",
+            )
+
+
+def _error_note(part: str, record: Mapping[str, Any]) -> str:
+    error = record["errors"][0]
+    where = f"field {error['field']!r}: " if error.get("field") else ""
+    return f"{part} {record['id']}: {where}{error['message']}"
+
+
+async def _features(
+    extractor: FeatureExtractor,
+    parts: dict[str, list[CorrectnessSample]],
+    out: Path | None,
+    resume: bool,
+) -> list[Part]:
+    """Features of each part: kept features (read back from the records), their samples, and one note
+    per failed sample (bad fields or a failed model call)."""
+    result: list[Part] = []
+    step = _FeatureStep(extractor)
+    for part, samples in parts.items():
+        output = None if out is None else out / f"features_{part}.jsonl"
+        if output is not None and resume:
+            _check_config(output, extractor.config)
+        records, _ = await run_rows(
+            [_SampleItem(sample, part) for sample in samples],
+            [step],
+            output=output,
+            chunk_size=FEATURE_CHUNK,
+            resume=resume,
+            overwrite=not resume,
+            desc=f"features ({part})",
+        )
+        kept_features: list[SampleFeatures] = []
+        kept_samples: list[CorrectnessSample] = []
+        errors: list[str] = []
+        for sample, record in zip(samples, records, strict=True):
+            if record["errors"]:
+                errors.append(_error_note(part, record))
+            else:
+                kept_features.append(SampleFeatures.from_record(record))
+                kept_samples.append(sample)
+        result.append((kept_features, kept_samples, errors))
+    return result
 
 
 def correctness_squad(
@@ -100,8 +177,14 @@ def correctness_squad(
     n_trees: int = 2100,
     aggregates: tuple[str, ...] = DEFAULT_AGGREGATES,
     cache: str | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
-    """Train on the training part, evaluate on the evaluation part; returns the figures."""
+    """Train on the training part, evaluate on the evaluation part; returns the figures.
+
+    With ``out``, the features of each part are kept there (``features_train.jsonl``,
+    ``features_eval.jsonl``) and ``resume=True`` continues an interrupted run from them (same
+    arguments): finished chunks of samples are not computed again.
+    """
     started = time.perf_counter()
     base = model or load_model("smollm2-135m")
     pm = load_model(perturbation_model) if isinstance(perturbation_model, str) else perturbation_model
@@ -112,9 +195,12 @@ def correctness_squad(
         settings=settings or PerturbationSettings(),
         cache_dir=cache or (cache_dir() / "correctness"),
     )
+    folder = None if out is None else Path(out)
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
     try:
         (train_f, train_s, errors), (eval_f, eval_s, eval_errors) = run_sync(
-            _features(extractor, {"train": train, "eval": evaluation})
+            _features(extractor, {"train": train, "eval": evaluation}, folder, resume)
         )
     finally:
         extractor.close()
@@ -140,9 +226,7 @@ def correctness_squad(
 
         lo, hi = bootstrap_ci(roc_auc, pos, neg, seed=seed)
         figures["auroc_ci95"] = [round(lo, 4), round(hi, 4)]
-    if out is not None:
-        folder = Path(out)
-        folder.mkdir(parents=True, exist_ok=True)
+    if folder is not None:
         estimator.save(folder / "estimator.npz")
         with (folder / "eval.jsonl").open("w", encoding="utf-8") as handle:
             for f, s, y, p in zip(eval_f, eval_s, eval_y, predicted, strict=True):

@@ -25,16 +25,19 @@ import random
 import re
 import string
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ragsense._async import run_sync
-from ragsense.data import RagRow, SquadItem, load_squad_v2, write_jsonl
+from ragsense.data import RagRow, SquadItem, WikiEvalItem, load_squad_v2
 from ragsense.errors import ParameterError
+from ragsense.evaluation import ErrorRecord, Needs, RowOutcome, RunItem, run_rows
 from ragsense.models import DEFAULT_MODEL, LanguageModel, load_model
 from ragsense.rag import RagPrompt, answer_function
 from ragsense.stats import bootstrap_ci
-from ragsense.vera import RetrievalCheck, Vera, VeraEnhancement, VeraEvaluation
+from ragsense.vera import AnswerFn, RetrievalCheck, Vera, VeraEnhancement, VeraEvaluation
 
 DEFAULT_LIMIT = 200
 REFUSAL_WORD = "unanswerable"
@@ -93,53 +96,147 @@ def _mean(values: list[float | None]) -> float | None:
     return round(sum(kept) / len(kept), 4) if kept else None
 
 
-def vera_squad(
-    model: LanguageModel | None = None,
-    data: str | None = None,
-    limit: int | None = None,
-    seed: int = 0,
-    out: str | None = None,
-    generator: str | LanguageModel | None = None,
-    vera_options: dict[str, Any] | None = None,
-    batch_size: int = 8,
-) -> dict[str, Any]:
-    """Run the experiment; ``model`` is the judge, ``generator`` answers (default: the bundled model)."""
-    started = time.perf_counter()
-    judge_model = model if model is not None else load_model(DEFAULT_MODEL)
-    gen_model = generator if generator is not None else DEFAULT_MODEL
-    gen = load_model(gen_model) if isinstance(gen_model, str) else gen_model
-    answer = answer_function(gen, prompt=RagPrompt(instruction=SQUAD_INSTRUCTION))
+# ------------------------------------------------------------------------ the runner's steps and items
+#
+# Both experiments run on ragsense's one runner (:func:`ragsense.evaluation.run_rows`): each question is
+# an item, the loop body of the experiment is its one step, and the per-item JSONL in ``out`` is the
+# runner's output. So fixed chunks (``batch_size``) are appended as they finish, ``resume=True``
+# continues an interrupted run computing exactly what a fresh run computes, and a step call that fails
+# for a whole chunk is retried item by item so that only the failing items are marked (``errors``).
+#
+# A record keeps the keys it has always had, which depend on what happened to the item (``error_with``
+# instead of the ``*_with`` scores, ...): the step lists every key a record can have as its fields and
+# names the keys one item has in :data:`_KEYS`; the shape drops the others. A part of an item that
+# failed (an ``error_*`` / ``*_error`` key) is also listed in ``errors``.
 
-    # SQuAD gives each question its paragraph: as in the paper there is no retrieval to skip, so the
-    # chain runs without step 1; the check is still asked and reported (retrieval_required).
-    vera = Vera(judge_model, **{**(vera_options or {}), "check_retrieval": False})
-    items = squad_items(data, limit or DEFAULT_LIMIT, seed)
-    records: list[dict[str, Any]] = []
-    for start in range(0, len(items), batch_size):
-        batch = items[start : start + batch_size]
-        raw_answers = run_sync(answer([it.question for it in batch], [[it.context] for it in batch]))
-        rows = [
+_KEYS = "_keys"
+
+
+def _with_keys(fields: dict[str, Any]) -> dict[str, Any]:
+    return {**fields, _KEYS: list(fields)}
+
+
+class _KeepKeys:
+    """What the vera steps share: the shape that writes their records."""
+
+    name: str
+    error_keys: tuple[str, ...]
+
+    def shape(self, outcome: RowOutcome) -> dict[str, Any]:
+        """The item's record with only the keys the step gave it; its failed parts listed in ``errors``."""
+        present = outcome.fields.pop(_KEYS, None) or ()
+        outcome.fields = {k: v for k, v in outcome.fields.items() if k in present}
+        for key in self.error_keys:
+            if key in outcome.fields:
+                outcome.errors.append(ErrorRecord(self.name, None, f"{key}: {outcome.fields[key]}"))
+        return outcome.to_record()
+
+
+async def _run_steps(
+    items: Sequence[RunItem],
+    step: _SquadStep | _WikiEvalStep,
+    out: str | None,
+    filename: str,
+    batch_size: int,
+    resume: bool,
+) -> list[dict[str, Any]]:
+    """The step over every item (chunks of ``batch_size``), its records appended to ``out/filename``."""
+    output = None
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        output = Path(out) / filename
+    try:
+        records, _ = await run_rows(
+            items,
+            [step],
+            output=output,
+            chunk_size=batch_size,
+            resume=resume,
+            overwrite=not resume,
+            desc=filename.removesuffix(".jsonl"),
+            shape=step.shape,
+        )
+    finally:
+        await step.vera.aclose()
+    return records
+
+
+@dataclass(frozen=True)
+class _SquadQuestion:
+    """One SQuAD question: the vera-squad runner's item."""
+
+    item: SquadItem
+
+    @property
+    def id(self) -> str:
+        return self.item.id
+
+    def to_record(self) -> dict[str, Any]:
+        it = self.item
+        return {
+            "id": it.id,
+            "question": it.question,
+            "is_impossible": it.is_impossible,
+            "references": list(it.answers),
+        }
+
+
+_SQUAD_FIELDS = (
+    "raw_answer",
+    "correct_without",
+    "refused_without",
+    "context_relevance_without",
+    "response_relevance_without",
+    "response_adherence_without",
+    "error_without",
+    "vera_answer",
+    "refused_with",
+    "correct_with",
+    "stopped_at_context",
+    "retrieval_required",
+    "context_kept",
+    "context_relevance_with",
+    "response_relevance_with",
+    "response_adherence_with",
+    "error_reevaluation",
+    "error_with",
+)
+
+
+@dataclass
+class _SquadStep(_KeepKeys):
+    """Answer, evaluate, enhance, re-evaluate and check the retrieval need for a chunk of questions."""
+
+    vera: Vera
+    answer: AnswerFn
+    name: str = "vera_squad"
+    needs: Needs = field(default_factory=lambda: Needs(fields=()))
+    fields: tuple[str, ...] = (*_SQUAD_FIELDS, _KEYS)
+    error_keys: tuple[str, ...] = ("error_without", "error_reevaluation", "error_with")
+
+    async def score(self, rows: Sequence[Any]) -> list[Mapping[str, Any] | Exception]:
+        vera, answer = self.vera, self.answer
+        batch: list[SquadItem] = [row.item for row in rows]
+        raw_answers = await answer([it.question for it in batch], [[it.context] for it in batch])
+        rag_rows = [
             RagRow(id=it.id, question=it.question, contexts=[it.context], answer=a or REFUSAL_WORD)
             for it, a in zip(batch, raw_answers, strict=True)
         ]
-        before = vera.evaluate_sync(rows)
-        enhanced = vera.enhance_sync(rows, answer)
+        before = await vera.evaluate(rag_rows)
+        enhanced = await vera.enhance(rag_rows, answer)
         # Re-evaluate what VERA produced (non-refused rows), as the paper re-scores its outputs.
         again_rows = [
             RagRow(
                 id=r.id, question=r.question, contexts=[c for c in e.contexts if c.strip()], answer=e.answer
             )
-            for r, e in zip(rows, enhanced, strict=True)
+            for r, e in zip(rag_rows, enhanced, strict=True)
             if isinstance(e, VeraEnhancement) and not e.refused
         ]
-        after = iter(vera.evaluate_sync(again_rows))
-        checks = run_sync(vera.check_retrieval_need([it.question for it in batch]))
+        after = iter(await vera.evaluate(again_rows))
+        checks = await vera.check_retrieval_need([it.question for it in batch])
+        out: list[Mapping[str, Any] | Exception] = []
         for it, raw, b, e, check in zip(batch, raw_answers, before, enhanced, checks, strict=True):
             rec: dict[str, Any] = {
-                "id": it.id,
-                "question": it.question,
-                "is_impossible": it.is_impossible,
-                "references": list(it.answers),
                 "raw_answer": raw,
                 "correct_without": is_correct(it, raw, False),
                 "refused_without": is_refusal(raw),
@@ -165,7 +262,40 @@ def vera_squad(
                         rec["error_reevaluation"] = str(a)
             else:
                 rec["error_with"] = str(e)
-            records.append(rec)
+            out.append(_with_keys(rec))
+        return out
+
+
+def vera_squad(
+    model: LanguageModel | None = None,
+    data: str | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    out: str | None = None,
+    generator: str | LanguageModel | None = None,
+    vera_options: dict[str, Any] | None = None,
+    batch_size: int = 8,
+    resume: bool = False,
+) -> dict[str, Any]:
+    """Run the experiment; ``model`` is the judge, ``generator`` answers (default: the bundled model).
+
+    With ``out`` each item's record is appended to ``out/vera_squad.jsonl`` as its chunk of
+    ``batch_size`` items finishes; ``resume=True`` continues that file (same arguments) without
+    recomputing its finished chunks. An item whose step failed has no ``correct_with`` and counts in
+    ``n_errors``.
+    """
+    started = time.perf_counter()
+    judge_model = model if model is not None else load_model(DEFAULT_MODEL)
+    gen_model = generator if generator is not None else DEFAULT_MODEL
+    gen = load_model(gen_model) if isinstance(gen_model, str) else gen_model
+    answer = answer_function(gen, prompt=RagPrompt(instruction=SQUAD_INSTRUCTION))
+
+    # SQuAD gives each question its paragraph: as in the paper there is no retrieval to skip, so the
+    # chain runs without step 1; the check is still asked and reported (retrieval_required).
+    vera = Vera(judge_model, **{**(vera_options or {}), "check_retrieval": False})
+    items = [_SquadQuestion(it) for it in squad_items(data, limit or DEFAULT_LIMIT, seed)]
+    step = _SquadStep(vera, answer)
+    records = run_sync(_run_steps(items, step, out, "vera_squad.jsonl", batch_size, resume))
     figures = _figures(records)
     figures.update(
         judge=vera.judge.description,
@@ -174,9 +304,6 @@ def vera_squad(
         seed=seed,
         seconds=round(time.perf_counter() - started, 1),
     )
-    if out is not None:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        write_jsonl(Path(out) / "vera_squad.jsonl", records)
     return figures
 
 
@@ -220,43 +347,38 @@ def _figures(records: list[dict[str, Any]]) -> dict[str, Any]:
     return figures
 
 
-def vera_wikieval(
-    model: LanguageModel | None = None,
-    data: str | None = None,
-    limit: int | None = None,
-    seed: int = 0,
-    out: str | None = None,
-    vera_options: dict[str, Any] | None = None,
-    batch_size: int = 8,
-    **unused: Any,
-) -> dict[str, Any]:
-    """How well each VERA score ranks WikiEval's better text above its worse one (RAGAS's protocol).
+_KINDS = ("v1", "v2", "ungrounded", "poor")
 
-    Per question, four rows are evaluated: (context_v1, grounded answer), (context_v2, grounded
-    answer), (context_v1, ungrounded answer), (context_v1, poor answer). The figures are pairwise
-    accuracies (a tie counts one half): context relevance of context_v1 (one passage) above context_v2
-    (1-3 passages); response relevance of the grounded answer above the poor answer; response
-    adherence of the grounded answer above the ungrounded one, with the judge, ConSens and combined
-    signals (all three from one run: adherence is computed with ``combined``, which records both).
-    """
-    from ragsense.data import load_wikieval
 
-    if unused.get("generator") is not None:
-        raise ParameterError(
-            "vera-wikieval scores WikiEval's own answers; it has no generator", parameter="--generator"
-        )
-    started = time.perf_counter()
-    judge_model = model if model is not None else load_model(DEFAULT_MODEL)
-    options = {**(vera_options or {}), "adherence_signal": "combined"}
-    vera = Vera(judge_model, **options)
-    items = load_wikieval(data)[: limit or None]
-    kinds = ("v1", "v2", "ungrounded", "poor")
-    records: list[dict[str, Any]] = []
-    for start in range(0, len(items), batch_size):
-        batch = items[start : start + batch_size]
-        rows = []
+@dataclass(frozen=True)
+class _WikiEvalQuestion:
+    """One WikiEval question: the vera-wikieval runner's item."""
+
+    item: WikiEvalItem
+
+    @property
+    def id(self) -> str:
+        return self.item.id
+
+    def to_record(self) -> dict[str, Any]:
+        return {"id": self.item.id, "question": self.item.question}
+
+
+@dataclass
+class _WikiEvalStep(_KeepKeys):
+    """Evaluate each question's four rows (see :func:`vera_wikieval`) for a chunk of questions."""
+
+    vera: Vera
+    name: str = "vera_wikieval"
+    needs: Needs = field(default_factory=lambda: Needs(fields=()))
+    fields: tuple[str, ...] = (*(k for kind in _KINDS for k in (kind, f"{kind}_error")), _KEYS)
+    error_keys: tuple[str, ...] = tuple(f"{kind}_error" for kind in _KINDS)
+
+    async def score(self, rows: Sequence[Any]) -> list[Mapping[str, Any] | Exception]:
+        batch: list[WikiEvalItem] = [row.item for row in rows]
+        rag_rows = []
         for it in batch:
-            rows += [
+            rag_rows += [
                 RagRow(
                     id=f"{it.id}-v1", question=it.question, contexts=it.context_v1, answer=it.grounded_answer
                 ),
@@ -273,10 +395,11 @@ def vera_wikieval(
                     id=f"{it.id}-poor", question=it.question, contexts=it.context_v1, answer=it.poor_answer
                 ),
             ]
-        results = vera.evaluate_sync(rows)
-        for i, it in enumerate(batch):
-            rec: dict[str, Any] = {"id": it.id, "question": it.question}
-            for kind, res in zip(kinds, results[4 * i : 4 * i + 4], strict=True):
+        results = await self.vera.evaluate(rag_rows)
+        out: list[Mapping[str, Any] | Exception] = []
+        for i in range(len(batch)):
+            rec: dict[str, Any] = {}
+            for kind, res in zip(_KINDS, results[4 * i : 4 * i + 4], strict=True):
                 if not isinstance(res, VeraEvaluation):
                     rec[f"{kind}_error"] = str(res)
                     continue
@@ -291,7 +414,46 @@ def vera_wikieval(
                     "adherence_combined": res.response_adherence,
                     "mean_statement_consens": _mean([d.consens for d in decisions]),
                 }
-            records.append(rec)
+            out.append(_with_keys(rec))
+        return out
+
+
+def vera_wikieval(
+    model: LanguageModel | None = None,
+    data: str | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    out: str | None = None,
+    vera_options: dict[str, Any] | None = None,
+    batch_size: int = 8,
+    resume: bool = False,
+    **unused: Any,
+) -> dict[str, Any]:
+    """How well each VERA score ranks WikiEval's better text above its worse one (RAGAS's protocol).
+
+    Per question, four rows are evaluated: (context_v1, grounded answer), (context_v2, grounded
+    answer), (context_v1, ungrounded answer), (context_v1, poor answer). The figures are pairwise
+    accuracies (a tie counts one half): context relevance of context_v1 (one passage) above context_v2
+    (1-3 passages); response relevance of the grounded answer above the poor answer; response
+    adherence of the grounded answer above the ungrounded one, with the judge, ConSens and combined
+    signals (all three from one run: adherence is computed with ``combined``, which records both).
+
+    With ``out`` each question's record is appended to ``out/vera_wikieval.jsonl`` as its chunk of
+    ``batch_size`` questions finishes; ``resume=True`` continues that file without recomputing its
+    finished chunks.
+    """
+    from ragsense.data import load_wikieval
+
+    if unused.get("generator") is not None:
+        raise ParameterError(
+            "vera-wikieval scores WikiEval's own answers; it has no generator", parameter="--generator"
+        )
+    started = time.perf_counter()
+    judge_model = model if model is not None else load_model(DEFAULT_MODEL)
+    options = {**(vera_options or {}), "adherence_signal": "combined"}
+    vera = Vera(judge_model, **options)
+    items = [_WikiEvalQuestion(it) for it in load_wikieval(data)[: limit or None]]
+    records = run_sync(_run_steps(items, _WikiEvalStep(vera), out, "vera_wikieval.jsonl", batch_size, resume))
 
     def pairwise(better: str, worse: str, key: str) -> float | None:
         pairs = [(r[better][key], r[worse][key]) for r in records if better in r and worse in r]
@@ -308,16 +470,14 @@ def vera_wikieval(
         "adherence_combined_grounded_over_ungrounded": pairwise("v1", "ungrounded", "adherence_combined"),
         "statement_consens_grounded_over_ungrounded": pairwise("v1", "ungrounded", "mean_statement_consens"),
         "n_items": len(records),
-        "n_errors": sum(1 for r in records for k in kinds if f"{k}_error" in r),
+        # Rows not scored: a kind with an error, or all four of a question whose step failed.
+        "n_errors": sum(1 for r in records for k in _KINDS if k not in r),
         "judge": vera.judge.description,
         "seconds": round(time.perf_counter() - started, 1),
     }
-    for kind in kinds:
+    for kind in _KINDS:
         for key in ("context_relevance", "response_relevance", "adherence_judge", "adherence_consens"):
             figures[f"mean_{key}_{kind}"] = _mean([r[kind][key] for r in records if kind in r])
-    if out is not None:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        write_jsonl(Path(out) / "vera_wikieval.jsonl", records)
     return figures
 
 

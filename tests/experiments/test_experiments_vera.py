@@ -1,0 +1,125 @@
+"""The VERA experiments on the runner: an interrupted run resumes to the records and figures of a fresh one.
+
+The fake judge and generator keep these fast; the figures themselves are pinned in
+tests/cli/test_cli_vera.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ragsense.experiments._vera as module
+from ragsense.experiments._vera import vera_squad, vera_wikieval
+from ragsense.models import load_model
+from ragsense.vera import Vera
+
+KEPT = "kept from the earlier run"
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _write(path: Path, records: list[dict[str, Any]], tail: str = "") -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + tail)
+
+
+def _without_seconds(figures: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in figures.items() if k != "seconds"}
+
+
+def _check_resume(run: Callable[..., dict[str, Any]], path: Path, batch_size: int, marked: str) -> None:
+    """Fresh run; then resume from a partial first chunk (all recomputed), and from a full first chunk
+    plus part of the second (the first chunk is read back, not recomputed: its marked value stays)."""
+    fresh = _without_seconds(run(resume=False))
+    records = _read(path)
+    assert len(records) > batch_size and [r["_row"] for r in records] == list(range(len(records)))
+    assert all(r["errors"] == [] for r in records)
+
+    _write(path, records[:3], tail=json.dumps(records[3])[:25])  # killed while writing row 3
+    assert _without_seconds(run(resume=True)) == fresh
+    assert _read(path) == records
+
+    edited = [{**records[0], marked: KEPT}, *records[1 : batch_size + 2]]
+    _write(path, edited)
+    run(resume=True)
+    assert _read(path) == [edited[0], *records[1:]]
+
+
+def test_vera_squad_resumes_an_interrupted_run(shared_data: Path, tmp_path: Path) -> None:
+    judge, generator = load_model("fake"), load_model("fake")
+
+    def run(resume: bool) -> dict[str, Any]:
+        return vera_squad(
+            judge,
+            data=str(shared_data / "squad_v2"),
+            limit=12,
+            out=str(tmp_path),
+            generator=generator,
+            vera_options={"cache": False},
+            resume=resume,
+        )
+
+    _check_resume(run, tmp_path / "vera_squad.jsonl", 8, "raw_answer")
+
+
+def test_vera_wikieval_resumes_an_interrupted_run(shared_data: Path, tmp_path: Path) -> None:
+    judge = load_model("fake")
+
+    def run(resume: bool) -> dict[str, Any]:
+        return vera_wikieval(
+            judge,
+            data=str(shared_data / "wikieval"),
+            limit=11,
+            out=str(tmp_path),
+            vera_options={"cache": False},
+            resume=resume,
+        )
+
+    _check_resume(run, tmp_path / "vera_wikieval.jsonl", 8, "question")
+
+
+def test_vera_squad_keeps_each_records_keys_and_marks_failed_parts(shared_data: Path) -> None:
+    """A failed part keeps its ``error_*`` key (and is listed in ``errors``); keys an item lacks are
+    absent rather than null, as the records were before the runner."""
+    figures_records: list[dict[str, Any]] = []
+    original = module._figures
+
+    def spy(records: list[dict[str, Any]]) -> dict[str, Any]:
+        figures_records.extend(records)
+        return original(records)
+
+    async def fail(self: Any, rows: Any, generate: Any = None) -> list[Exception]:
+        return [RuntimeError("judge down") for _ in rows]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module, "_figures", spy)
+        patch.setattr(Vera, "enhance", fail)
+        figures = vera_squad(
+            load_model("fake"),
+            data=str(shared_data / "squad_v2"),
+            limit=2,
+            generator=load_model("fake"),
+            vera_options={"cache": False},
+        )
+    assert figures["n_errors"] == 2 and figures["accuracy_with"] is None
+    for record in figures_records:
+        assert record["error_with"] == "judge down"
+        assert "vera_answer" not in record and "error_without" not in record
+        assert record["errors"] == [
+            {"metric": "vera_squad", "field": None, "message": "error_with: judge down"}
+        ]
+
+
+def test_cli_resume_needs_out_and_a_resumable_experiment(capsys: pytest.CaptureFixture[str]) -> None:
+    from ragsense.cli import main
+
+    assert main(["experiment", "vera-squad", "--model", "fake", "--resume"]) == 2
+    assert "give --out" in capsys.readouterr().err
+    assert main(["experiment", "consens-wikieval", "--model", "fake", "--resume", "--out", "x"]) == 2
+    assert "cannot resume" in capsys.readouterr().err
