@@ -80,7 +80,12 @@ def _columns(metrics: list[Metric]) -> Columns:
     ]
     for metric in metrics:
         for key in metric.scores:
-            columns.append((key.replace("_", " ")[:12], 9, lambda r, k=key: fmt(r.get(k), signed=True)))
+            header = key.replace("_", " ")
+            # ConSens and similarity range over [-1, 1] (signed); VERA's shares over [0, 1].
+            signed = metric.name in ("consens", "similarity")
+            columns.append(
+                (header, max(9, len(header)), lambda r, k=key, sg=signed: fmt(r.get(k), signed=sg))
+            )
         if metric.verdict is not None:
             columns.append((metric.verdict, 10, lambda r, k=metric.verdict: fmt(r.get(k))))
     columns.append(("errors", 18, lambda r: error_text(r) or ""))
