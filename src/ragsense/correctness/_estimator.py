@@ -186,13 +186,13 @@ class CorrectnessEstimator:
         """
         self.check_base_model(base_model)
         if perturbation_model is None:
-            pm = self.extractor_config.get("perturbation_model", {})
-            if pm.get("fingerprint") == base_model.info.fingerprint:
+            name = self.perturbation_model_name(base_model)
+            if name is None:
                 perturbation_model = base_model
             else:
-                from ragsense.models import load_model
+                from ragsense.models import shared_pool
 
-                perturbation_model = load_model(pm.get("name", base_model.info.name))
+                perturbation_model = shared_pool().get(name)
         self._check_model(perturbation_model, "perturbation_model")
         extractor = FeatureExtractor(
             base_model,
@@ -231,6 +231,14 @@ class CorrectnessEstimator:
     ) -> list[CorrectnessEstimate | Exception]:
         """:meth:`aestimate` for synchronous callers (run it once, at the outermost level)."""
         return run_sync(self.aestimate(samples, base_model, perturbation_model, cache_dir=cache_dir))
+
+    def perturbation_model_name(self, base_model: LanguageModel) -> str | None:
+        """The recorded perturbation model's name, or None when it is ``base_model`` itself (or none
+        was recorded) and the base model perturbs too."""
+        pm = self.extractor_config.get("perturbation_model", {})
+        if not pm or pm.get("fingerprint") == base_model.info.fingerprint:
+            return None
+        return str(pm.get("name", base_model.info.name))
 
     # -- model checks -------------------------------------------------------------------------------
     def check_base_model(self, model: LanguageModel) -> None:

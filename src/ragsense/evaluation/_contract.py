@@ -51,48 +51,6 @@ class Needs:
 
 
 @runtime_checkable
-class Metric(Protocol):
-    """What the runner needs of a metric. Built-ins and plug-ins implement it alike.
-
-    ``name``: the metric's name in ``--metrics`` and in error records. ``fields``: every output field,
-    in order. ``scores``: numeric fields summarised as a mean with its 95% interval. ``verdict``: the
-    categorical field whose values are counted (or None).
-    """
-
-    # Read-only members (a plain class attribute satisfies them).
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def needs(self) -> Needs: ...
-
-    @property
-    def fields(self) -> tuple[str, ...]: ...
-
-    @property
-    def scores(self) -> tuple[str, ...]: ...
-
-    @property
-    def verdict(self) -> str | None: ...
-
-    def settings(self) -> dict[str, Any]:
-        """The options that decide its output (JSON-ready): recorded with a run."""
-        ...
-
-    async def setup(self, pool: ModelPool) -> None:
-        """Load or fetch what it needs (from ``pool``) and check model capabilities. Called once."""
-        ...
-
-    async def score(self, rows: Sequence[RagRow]) -> Sequence[Mapping[str, Any] | Exception]:
-        """One result per row, in order: its output fields, or the exception that marks the row."""
-        ...
-
-    async def aclose(self) -> None:
-        """Release what :meth:`setup` opened that the pool does not own (judge caches, files)."""
-        ...
-
-
-@runtime_checkable
 class RunItem(Protocol):
     """What the runner needs of an input item: an id (None when it has none) and its fields to keep
     in the output. :class:`~ragsense.data.RagRow` and :class:`~ragsense.data.RowError` are items; so
@@ -119,6 +77,39 @@ class Step(Protocol):
     def fields(self) -> tuple[str, ...]: ...
 
     async def score(self, rows: Sequence[Any]) -> Sequence[Mapping[str, Any] | Exception]: ...
+
+
+@runtime_checkable
+class Metric(Step, Protocol):
+    """A :class:`Step` over :class:`~ragsense.data.RagRow` that evaluates: built-ins and plug-ins alike.
+
+    ``name``: the metric's name in ``--metrics`` and in error records. ``fields``: every output field,
+    in order. ``scores``: numeric fields summarised as a mean with its 95% interval. ``verdict``: the
+    categorical field whose values are counted (or None).
+    """
+
+    # Read-only members (a plain class attribute satisfies them).
+    @property
+    def scores(self) -> tuple[str, ...]: ...
+
+    @property
+    def verdict(self) -> str | None: ...
+
+    def settings(self) -> dict[str, Any]:
+        """The options that decide its output (JSON-ready): recorded with a run."""
+        ...
+
+    async def setup(self, pool: ModelPool) -> None:
+        """Load or fetch what it needs (from ``pool``) and check model capabilities. Called once."""
+        ...
+
+    async def score(self, rows: Sequence[RagRow]) -> Sequence[Mapping[str, Any] | Exception]:
+        """One result per row, in order: its output fields, or the exception that marks the row."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what :meth:`setup` opened that the pool does not own (judge caches, files)."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -94,11 +94,8 @@ class Correctness:
         spec = self.model_spec if self.model_spec is not None else config.get("base_model", {}).get("name")
         self._base = pool.get(spec, **self.model_options)
         self.estimator.check_base_model(self._base)
-        pm = config.get("perturbation_model", {})
-        if not pm or pm.get("fingerprint") == self._base.info.fingerprint:
-            self._pm = self._base
-        else:
-            self._pm = pool.get(pm["name"])
+        pm = self.estimator.perturbation_model_name(self._base)
+        self._pm = self._base if pm is None else pool.get(pm)
 
     async def score(self, rows: Sequence[RagRow]) -> list[dict[str, Any] | Exception]:
         if self._base is None:
