@@ -11,7 +11,21 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragsense.stats import bootstrap_ci, hdi, mean_ci, paired_summary, roc_auc, summarize
+from ragsense.stats import (
+    bootstrap_ci,
+    brier_score,
+    delong_paired,
+    expected_calibration_error,
+    hdi,
+    mean_ci,
+    paired_summary,
+    reliability_bins,
+    roc_auc,
+    sign_test,
+    summarize,
+    wilcoxon_signed_rank,
+    wilson_ci,
+)
 
 
 def sklearn_auc(pos: Any, neg: Any) -> float:
@@ -253,3 +267,62 @@ def test_doctests() -> None:
     result = doctest.testmod(importlib.import_module("ragsense.stats"))
     assert result.attempted > 0
     assert result.failed == 0
+
+
+# --- paired tests, proportions, calibration -------------------------------------------------------
+
+
+def test_wilson_matches_the_published_formula_values() -> None:
+    # Reference: Wilson (1927) score interval; 3 of 10 at 95% is (0.1078, 0.6032) in every textbook table.
+    lo, hi = wilson_ci(3, 10)
+    assert (round(lo, 4), round(hi, 4)) == (0.1078, 0.6032)
+    assert wilson_ci(0, 12)[0] == 0.0 and wilson_ci(12, 12)[1] == 1.0
+    with pytest.raises(ValueError):
+        wilson_ci(5, 4)
+
+
+def test_sign_test_is_exact_and_symmetric() -> None:
+    assert sign_test([1.0] * 10).p_value == pytest.approx(2 / 1024)
+    assert sign_test([-1.0] * 10).p_value == sign_test([1.0] * 10).p_value
+    balanced = sign_test([1.0, -1.0] * 5)
+    assert balanced.p_value == 1.0 and (balanced.n_positive, balanced.n_negative) == (5, 5)
+
+
+def test_wilcoxon_agrees_with_scipy_when_available() -> None:
+    scipy_stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(1)
+    for n in (8, 30, 80):
+        d = rng.normal(0.3, 1.0, size=n)
+        ours = wilcoxon_signed_rank(d)
+        ref = scipy_stats.wilcoxon(d, correction=True, method="exact" if n <= 50 else "approx").pvalue
+        assert ours == pytest.approx(ref, rel=1e-6, abs=1e-9)
+
+
+def test_delong_se_is_close_to_the_paired_bootstrap() -> None:
+    rng = np.random.default_rng(0)
+    labels = [True] * 60 + [False] * 60
+    signal = np.array([1.0] * 60 + [0.0] * 60)
+    a = signal + rng.normal(0, 1.0, 120)
+    b = signal + rng.normal(0, 1.0, 120) * 0.5 + 0.5 * a
+    test = delong_paired(a, b, labels)
+    assert test.auc_a == pytest.approx(roc_auc(a[:60], a[60:]))
+    assert test.difference == pytest.approx(test.auc_a - test.auc_b)
+    diffs = []
+    for _ in range(400):
+        pi = rng.integers(0, 60, 60)
+        ni = rng.integers(60, 120, 60)
+        diffs.append(roc_auc(a[pi], a[ni]) - roc_auc(b[pi], b[ni]))
+    assert test.se == pytest.approx(float(np.std(diffs)), rel=0.25)
+    same = delong_paired(a, a, labels)
+    assert (same.difference, same.p_value) == (0.0, 1.0)
+
+
+def test_calibration_figures() -> None:
+    assert brier_score([0.0, 1.0], [False, True]) == 0.0
+    assert brier_score([1.0, 0.0], [False, True]) == 1.0
+    perfect = [0.25] * 4 + [0.75] * 4
+    outcomes = [True, False, False, False, True, True, True, False]
+    assert expected_calibration_error(perfect, outcomes) == pytest.approx(0.0)
+    assert [b.n for b in reliability_bins([0.05, 1.0, 0.999], [False, True, True], 10)] == [1, 2]
+    with pytest.raises(ValueError):
+        brier_score([1.2], [True])

@@ -1,16 +1,4 @@
-"""Statistics shared by every layer: AUROC, highest density intervals, bootstrap and t intervals.
-
-NumPy only (SciPy, when installed, gives exact t quantiles to :func:`mean_ci`), exact where it can
-be (AUROC counts pairs in integers), deterministic everywhere (the bootstrap takes a seed).
-
->>> from ragsense.stats import hdi, mean_ci, roc_auc
->>> roc_auc([0.9, 0.8, 0.4], [0.1, 0.4, 0.3])  # doctest: +ELLIPSIS
-0.944444...
->>> hdi(list(range(11)), mass=0.8)
-(0.0, 8.0)
->>> mean_ci([2.0, 2.0, 2.0])
-(2.0, 2.0, 2.0)
-"""
+"""Descriptive statistics and intervals: AUROC, highest density intervals, bootstrap and t intervals."""
 
 from __future__ import annotations
 
