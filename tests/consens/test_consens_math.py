@@ -51,3 +51,33 @@ def test_rejects_empty_and_non_finite() -> None:
         log_mean_perplexity([float("nan")], Aggregation.ARITHMETIC)
     with pytest.raises(ValueError):
         consens_from_word_nll([1.0], [1.0, 2.0], Aggregation.ARITHMETIC)
+
+
+def test_word_level_aggregates_read_the_word_contrasts() -> None:
+    empty = [5.0, 4.0, 3.0, 2.0]
+    context = [1.0, 1.0, 1.0, 4.0]  # three words helped by 4, 3, 2 nats; one hurt by 2
+    r = {a: consens_from_word_nll(empty, context, a)[1] for a in Aggregation}
+    assert r[Aggregation.GEOMETRIC] == pytest.approx(1.75)
+    assert r[Aggregation.MIN_WORD] == -2.0
+    assert r[Aggregation.Q25] == pytest.approx(-2.0 + 0.75 * 4.0)  # between -2 and 2
+    assert r[Aggregation.TAIL25] == -2.0
+    assert r[Aggregation.MEAN_TAIL] == pytest.approx((1.75 - 2.0) / 2)
+    share = consens_from_word_nll(empty, context, Aggregation.SHARE)[0]
+    assert share == pytest.approx(2 * (3.5 / 5) - 1)
+    # A single badly grounded word moves the low aggregates, hardly the mean.
+    assert r[Aggregation.MIN_WORD] < r[Aggregation.Q10] < r[Aggregation.GEOMETRIC]
+
+
+def test_every_aggregate_is_bounded_and_zero_without_effect() -> None:
+    for agg in Aggregation:
+        same = consens_from_word_nll([2.0, 3.0], [2.0, 3.0], agg)[0]
+        assert same == pytest.approx(0.0) or agg is Aggregation.SHARE
+        assert -1.0 < consens_from_word_nll([900.0], [1.0], agg)[0] <= 1.0
+    # With no word helped, the share score is below zero; with every word helped, above.
+    assert consens_from_word_nll([1.0, 1.0], [1.0, 1.0], Aggregation.SHARE)[0] < 0
+    assert consens_from_word_nll([3.0, 3.0], [1.0, 1.0], Aggregation.SHARE)[0] > 0
+
+
+def test_perplexity_mean_refuses_word_level_aggregates() -> None:
+    with pytest.raises(ValueError):
+        log_mean_perplexity([1.0], Aggregation.Q10)

@@ -9,32 +9,62 @@ import json
 import pytest
 
 from ragsense.cli import main
+from ragsense.consens import Aggregation
 from ragsense.data import load_pubmedqa
 from ragsense.experiments import EXPERIMENTS
 from ragsense.experiments._consens import _is_results, partial_context
 from ragsense.models import load_model
 
 
-def test_wikieval_experiment_reports_both_aggregations_and_the_baseline(shared_data, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_wikieval_experiment_reports_every_aggregation_baselines_and_tests(shared_data, tmp_path) -> None:  # type: ignore[no-untyped-def]
     figures = EXPERIMENTS["consens-wikieval"](
         model=load_model("fake"), data=str(shared_data / "wikieval"), limit=6, seed=0, out=str(tmp_path)
     )
     assert figures["n"] == 6
-    assert set(figures["by_aggregation"]) == {"arithmetic", "geometric"}
+    assert set(figures["by_aggregation"]) == {a.value for a in Aggregation}
+    assert "paper" not in figures  # measured figures only; the papers' are quoted in the docs
     # The fake model is deterministic and the bootstrap is seeded: the (4-decimal) figures are exact.
-    assert figures["default_aggregation"] == "geometric"
-    assert figures["auroc"] == pytest.approx(0.9722, abs=1e-6)  # 35 of 36 pairs
-    assert figures["auroc_arithmetic"] == pytest.approx(0.9722, abs=1e-6)
-    assert figures["baseline_similarity_auroc"] == pytest.approx(0.6944, abs=1e-6)  # 25 of 36 pairs
-    assert figures["auroc"] == figures[f"auroc_{figures['default_aggregation']}"]
+    default = figures["default_aggregation"]
+    assert figures["auroc"] == figures["by_aggregation"][default]["auroc"]
+    assert figures["by_aggregation"]["geometric"]["auroc"] == pytest.approx(0.9722, abs=1e-6)  # 35 of 36
+    assert figures["by_aggregation"]["arithmetic"]["auroc"] == pytest.approx(0.9722, abs=1e-6)
+    assert figures["baseline_similarity"]["whole"]["auroc"] == pytest.approx(0.6944, abs=1e-6)  # 25 of 36
+    assert figures["baseline_similarity"]["max_chunk"]["auroc"] == pytest.approx(0.75, abs=1e-6)  # 27 of 36
     geometric = figures["by_aggregation"]["geometric"]
-    assert geometric["auroc_ci95"] == pytest.approx([0.8333, 1.0], abs=1e-6)
+    assert geometric["auroc_ci95"] == pytest.approx([0.8889, 1.0], abs=1e-6)  # pairs resampled together
     assert geometric["positive"]["mean"] == pytest.approx(0.9883, abs=1e-6)
     assert geometric["positive"]["hdi90"] == pytest.approx([0.9598, 0.9965], abs=1e-6)
     assert geometric["negative"]["mean"] == pytest.approx(0.9262, abs=1e-6)
     assert geometric["share_positive_higher"] == 1.0
+    assert geometric["sign_test"] == {
+        "positive_higher": 6,
+        "negative_higher": 0,
+        "ties": 0,
+        "p_value": 0.0312,
+    }
+    # DeLong of the default against every other score, on the same items.
+    assert set(figures["delong_default_vs"]) == (
+        {a.value for a in Aggregation} - {default} | {"similarity_whole", "similarity_max_chunk"}
+    )
+    assert figures["baseline_answer_length"]["mean_words_positive"] == pytest.approx(82.0)
+    assert sum(figures["verdicts"]["negatives_by_verdict"].values()) == 6
     lines = (tmp_path / "consens-wikieval.jsonl").read_text().splitlines()
-    assert len(lines) == 6 and "grounded" in json.loads(lines[0])
+    first = json.loads(lines[0])
+    assert len(lines) == 6 and "grounded" in first and "similarity_max_chunk_ungrounded" in first
+
+
+def test_halueval_experiment_reports_the_length_baseline_and_a_length_matched_subset(shared_data) -> None:  # type: ignore[no-untyped-def]
+    figures = EXPERIMENTS["consens-halueval"](
+        model=load_model("fake"), data=str(shared_data / "halueval_dev"), limit=40, seed=0, out=None
+    )
+    assert figures["n"] == 40 and figures["experiment"] == "consens-halueval"
+    # Right answers are short entities, hallucinated ones sentences: length alone separates them.
+    length = figures["baseline_answer_length"]
+    assert length["mean_words_positive"] < length["mean_words_negative"] and length["auroc"] > 0.8
+    matched = figures["length_matched"]
+    assert 4 <= matched["n"] < 40 and set(matched["by_aggregation"]) == {a.value for a in Aggregation}
+    ungrounded = figures["verdicts"]["ungrounded"]
+    assert 0.0 <= ungrounded["recall"] <= 1.0
 
 
 def test_partial_context_drops_only_the_results_sections(shared_data) -> None:  # type: ignore[no-untyped-def]
@@ -55,7 +85,8 @@ def test_attribution_experiment_runs_and_counts_retrieval_hits(shared_data, tmp_
     assert figures["n_queries"] == 5 and figures["n"] == 5
     assert figures["retrieval_hit_rate"] == round(figures["n"] / 5, 4) == 1.0
     assert figures["top1_accuracy"] == 1.0  # 5 of 5 (fake model, deterministic)
-    assert figures["baseline_similarity_top1_accuracy"] == 0.8  # 4 of 5
+    assert figures["baseline_similarity"]["whole"]["top1_accuracy"] == 0.8  # 4 of 5
+    assert figures["baseline_similarity"]["max_chunk"]["top1_accuracy"] == 1.0
 
 
 def test_cli_prints_one_json_object_last(shared_data, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -122,9 +153,9 @@ def test_wikieval_first_items_with_the_default_model(shared_data) -> None:  # ty
     )
     assert figures["n"] == 12
     # smollm2-135m on CPU is deterministic; AUROCs are rank-based (out of 144 pairs), rounded to 4 places.
-    assert figures["auroc_geometric"] == pytest.approx(0.9236, abs=1e-6)  # 133 of 144 pairs
-    assert figures["auroc_arithmetic"] == pytest.approx(0.8681, abs=1e-6)  # 125 of 144 pairs
-    assert figures["baseline_similarity_auroc"] == pytest.approx(0.7083, abs=1e-6)  # 102 of 144 pairs
+    assert figures["by_aggregation"]["geometric"]["auroc"] == pytest.approx(0.9236, abs=1e-6)  # 133 of 144
+    assert figures["by_aggregation"]["arithmetic"]["auroc"] == pytest.approx(0.8681, abs=1e-6)  # 125 of 144
+    assert figures["baseline_similarity"]["whole"]["auroc"] == pytest.approx(0.7083, abs=1e-6)  # 102 of 144
     assert figures["by_aggregation"]["geometric"]["positive"]["mean"] == pytest.approx(0.9138, abs=1e-6)
     assert figures["by_aggregation"]["geometric"]["negative"]["mean"] == pytest.approx(0.3148, abs=1e-6)
     assert figures["by_aggregation"]["geometric"]["share_positive_higher"] == 1.0  # 12 of 12

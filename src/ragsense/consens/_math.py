@@ -1,14 +1,21 @@
-"""ConSens arithmetic (Vankov et al., section 2), kept free of any model so it is easy to test.
+"""ConSens arithmetic (Vankov et al., section 2) and word-level aggregates, free of any model.
 
 Given per-word negative log-likelihoods (a word's NLL is minus the sum of its tokens' log-probs, so
 its perplexity is ``exp(nll)``) under the empty and the real context:
 
-* ``P`` aggregates the word perplexities: the paper's **arithmetic** mean ``mean(exp(nll))``, or the
-  **geometric** mean ``exp(mean(nll))`` (standard perplexity).
-* ``r = ln(P_empty / P_context)`` and ``ConSens = 2 / (1 + e^-r) - 1``, which equals ``tanh(r / 2)``.
+* the paper's ConSens aggregates the word perplexities of each condition into a text perplexity
+  ``P``: the **arithmetic** mean ``mean(exp(nll))`` (the paper's formula), or the **geometric**
+  mean ``exp(mean(nll))`` (standard perplexity); ``r = ln(P_empty / P_context)``;
+* the **word-level** aggregates look at each word's contrast ``d = nll_empty - nll_context`` (how
+  much the context made that word more likely, in nats) and summarise where the answer is least
+  grounded: the least-grounded word (``min_word``), a low quantile (``q10``, ``q25``), the mean of
+  the least-grounded quarter (``tail25``), the mean averaged with it (``mean_tail``), or the share of
+  words the context made more likely (``share``). Then ``r`` is that summary.
 
-Everything is computed in log space, so a word with an astronomically low probability cannot
-overflow to ``inf`` or produce a NaN.
+In every case the score is ``2 / (1 + e^-r) - 1 = tanh(r / 2)``, in (-1, 1): 0 means the context
+changed nothing. The geometric ``r`` is the mean of the word contrasts, so ``geometric`` is the
+mean word-level aggregate. Everything is computed in log space, so a word with an astronomically
+low probability cannot overflow to ``inf`` or produce a NaN.
 """
 
 from __future__ import annotations
@@ -20,10 +27,77 @@ from enum import Enum
 
 # Not StrEnum: that would change str(Aggregation.ARITHMETIC) from "Aggregation.ARITHMETIC" to "arithmetic".
 class Aggregation(str, Enum):  # noqa: UP042
-    """How word perplexities are averaged into the text perplexity P."""
+    """How the answer's words make one score (see the module docstring)."""
 
-    ARITHMETIC = "arithmetic"  # the paper's formula: mean of the word perplexities
-    GEOMETRIC = "geometric"  # exp of the mean word NLL (standard perplexity)
+    ARITHMETIC = "arithmetic"  # the paper's ConSens: mean of the word perplexities
+    GEOMETRIC = "geometric"  # exp of the mean word NLL (standard perplexity) = mean word contrast
+    MIN_WORD = "min_word"  # the least-grounded word's contrast
+    Q10 = "q10"  # the 10th percentile of the word contrasts
+    Q25 = "q25"  # the 25th percentile
+    TAIL25 = "tail25"  # the mean contrast of the least-grounded quarter of the words
+    MEAN_TAIL = "mean_tail"  # (mean + tail25) / 2: the mean with a penalty for the worst words
+    SHARE = "share"  # 2p - 1, p = the (smoothed) share of words the context made more likely
+
+
+PERPLEXITY_AGGREGATIONS = (Aggregation.ARITHMETIC, Aggregation.GEOMETRIC)
+"""The aggregations that average perplexities per condition; the others summarise word contrasts."""
+
+
+def perplexity_aggregation(aggregation: Aggregation) -> Aggregation:
+    """How to report the text perplexities P for a score under ``aggregation``: itself for the two
+    perplexity means, the geometric mean (standard perplexity) for a word-level aggregate.
+
+    >>> perplexity_aggregation(Aggregation.Q10).value
+    'geometric'
+    """
+    return aggregation if aggregation in PERPLEXITY_AGGREGATIONS else Aggregation.GEOMETRIC
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear interpolation between order statistics (NumPy's default), on a sorted list."""
+    pos = (len(sorted_values) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def _tail_mean(sorted_values: Sequence[float], share: float) -> float:
+    k = max(1, math.ceil(len(sorted_values) * share))
+    return math.fsum(sorted_values[:k]) / k
+
+
+def word_contrast_r(contrasts: Sequence[float], aggregation: Aggregation) -> float:
+    """``r`` of a word-level aggregate from the word contrasts ``nll_empty - nll_context``.
+
+    >>> d = [2.0, 1.0, -1.0, 3.0]
+    >>> [word_contrast_r(d, a) for a in (Aggregation.GEOMETRIC, Aggregation.MIN_WORD, Aggregation.TAIL25)]
+    [1.25, -1.0, -1.0]
+    >>> round(math.tanh(word_contrast_r(d, Aggregation.SHARE) / 2), 4)  # 2 * (3 + 0.5) / (4 + 1) - 1
+    0.4
+    """
+    if not contrasts:
+        raise ValueError("no words to aggregate")
+    if any(not math.isfinite(x) for x in contrasts):
+        raise ValueError("word contrasts must be finite")
+    if aggregation is Aggregation.GEOMETRIC:
+        return math.fsum(contrasts) / len(contrasts)
+    if aggregation is Aggregation.SHARE:
+        # Smoothed (+1/2, +1/2) so one word cannot give a share of exactly 0 or 1; the logit makes
+        # tanh(r / 2) equal 2p - 1.
+        p = (sum(d > 0.0 for d in contrasts) + 0.5) / (len(contrasts) + 1.0)
+        return math.log(p / (1.0 - p))
+    ordered = sorted(contrasts)
+    if aggregation is Aggregation.MIN_WORD:
+        return ordered[0]
+    if aggregation is Aggregation.Q10:
+        return _quantile(ordered, 0.10)
+    if aggregation is Aggregation.Q25:
+        return _quantile(ordered, 0.25)
+    if aggregation is Aggregation.TAIL25:
+        return _tail_mean(ordered, 0.25)
+    if aggregation is Aggregation.MEAN_TAIL:
+        return (math.fsum(ordered) / len(ordered) + _tail_mean(ordered, 0.25)) / 2.0
+    raise ValueError(f"{aggregation.value} is not a word-level aggregate")
 
 
 def log_mean_perplexity(word_nll: Sequence[float], aggregation: Aggregation) -> float:
@@ -40,6 +114,8 @@ def log_mean_perplexity(word_nll: Sequence[float], aggregation: Aggregation) -> 
     n = len(word_nll)
     if aggregation is Aggregation.GEOMETRIC:
         return math.fsum(word_nll) / n
+    if aggregation is not Aggregation.ARITHMETIC:
+        raise ValueError(f"{aggregation.value} does not average perplexities; see perplexity_aggregation")
     top = max(word_nll)
     return top + math.log(math.fsum(math.exp(x - top) for x in word_nll)) - math.log(n)
 
@@ -57,7 +133,7 @@ def consens_from_log_ppl(log_ppl_empty: float, log_ppl_context: float) -> tuple[
 def consens_from_word_nll(
     nll_empty: Sequence[float], nll_context: Sequence[float], aggregation: Aggregation
 ) -> tuple[float, float]:
-    """ConSens of one answer from the NLLs of its kept words in both conditions.
+    """``(score, r)`` of one answer from the NLLs of its kept words in both conditions.
 
     The paper's Table 1, first row (word perplexities 4814.38, 7117.1, 1.61 without context and
     263.73, 293.92, 1.72 with it):
@@ -69,6 +145,9 @@ def consens_from_word_nll(
     """
     if len(nll_empty) != len(nll_context):
         raise ValueError("both conditions must score the same words")
+    if aggregation not in PERPLEXITY_AGGREGATIONS:
+        r = word_contrast_r([e - c for e, c in zip(nll_empty, nll_context, strict=True)], aggregation)
+        return math.tanh(r / 2.0), r
     return consens_from_log_ppl(
         log_mean_perplexity(nll_empty, aggregation), log_mean_perplexity(nll_context, aggregation)
     )

@@ -19,7 +19,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ragsense.consens._math import Aggregation, consens_from_word_nll, log_mean_perplexity, safe_exp
+from ragsense.consens._math import (
+    Aggregation,
+    consens_from_word_nll,
+    log_mean_perplexity,
+    perplexity_aggregation,
+    safe_exp,
+)
 from ragsense.consens._prompt import PromptTemplate
 from ragsense.errors import InputError
 from ragsense.models import ContinuationScore, LanguageModel, ScoreRequest, SupportsLogprobs, require
@@ -310,7 +316,9 @@ class GroundingScorer:
         loo_nll = [nll(score, a) for score, a in zip(conditions[2:], alignments[2:], strict=True)]
         by_agg = {agg.value: consens_from_word_nll(nll_empty, nll_full, agg) for agg in Aggregation}
         consens, r = by_agg[self.aggregation.value]
-        log_p_empty = log_mean_perplexity(nll_empty, self.aggregation)
+        ppl_aggregation = perplexity_aggregation(self.aggregation)
+        log_p_empty = log_mean_perplexity(nll_empty, ppl_aggregation)
+        log_p_context = log_mean_perplexity(nll_full, ppl_aggregation)
         shift = len(self.template.answer_prefix)
         words = [
             WordDetail(
@@ -350,7 +358,7 @@ class GroundingScorer:
         result = GroundingResult(
             consens=consens,
             r=r,
-            ppl_context=safe_exp(log_p_empty - r),
+            ppl_context=safe_exp(log_p_context),
             ppl_empty=safe_exp(log_p_empty),
             aggregation=self.aggregation.value,
             consens_by_aggregation={k: v[0] for k, v in by_agg.items()},

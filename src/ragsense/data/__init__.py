@@ -12,10 +12,12 @@ from pathlib import Path
 
 from ragsense.data._datasets import (
     DATA_DIR_ENV,
+    HaluEvalItem,
     PubMedQAItem,
     SquadItem,
     WikiEvalItem,
     default_data_dir,
+    load_halueval,
     load_pubmedqa,
     load_squad_v2,
     load_wikieval,
@@ -50,6 +52,7 @@ __all__ = [
     "ALIASES",
     "DATA_DIR_ENV",
     "JsonlWriter",
+    "HaluEvalItem",
     "PubMedQAItem",
     "RagRow",
     "RowError",
@@ -58,6 +61,7 @@ __all__ = [
     "WikiEvalItem",
     "default_data_dir",
     "dumps_json",
+    "load_halueval",
     "load_pubmedqa",
     "load_squad_v2",
     "load_wikieval",

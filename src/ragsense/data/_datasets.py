@@ -1,4 +1,4 @@
-"""Loaders for the public datasets the papers' experiments use: WikiEval, PubMedQA (PQA-L), SQuAD 2.0.
+"""Loaders for the public datasets the experiments use: WikiEval, PubMedQA (PQA-L), HaluEval QA, SQuAD 2.0.
 
 Each loader reads a local file (ragsense never downloads) and returns plain frozen dataclasses in file
 order. Without a path, files are looked up under :func:`default_data_dir`.
@@ -159,6 +159,44 @@ def load_pubmedqa(path: str | os.PathLike[str] | None = None) -> list[PubMedQAIt
                 final_decision=raw["final_decision"],
             )
         )
+    return items
+
+
+# ------------------------------------------------------------------------------------------------ HaluEval
+
+
+@dataclass(frozen=True)
+class HaluEvalItem:
+    """One HaluEval QA row (Li et al. 2023): a ``knowledge`` passage, a question, the right answer and
+    a hallucinated answer (written by ChatGPT to look plausible but contradict or go beyond the
+    knowledge). ``id`` is the 0-based line number in the file, as a string."""
+
+    id: str
+    knowledge: str
+    question: str
+    right_answer: str
+    hallucinated_answer: str
+
+
+def load_halueval(path: str | os.PathLike[str] | None = None) -> list[HaluEvalItem]:
+    """Load HaluEval QA rows from JSON Lines (``halueval_qa_dev.jsonl``: 200 rows of the release).
+
+    ``path``: the file or its folder (default: ``default_data_dir()/halueval_dev``).
+
+    >>> items = load_halueval()  # doctest: +SKIP
+    >>> len(items)  # doctest: +SKIP
+    200
+    """
+    file = _locate(path, "halueval_dev", "halueval_qa_dev.jsonl")
+    items: list[HaluEvalItem] = []
+    fields = ("knowledge", "question", "right_answer", "hallucinated_answer")
+    with file.open(encoding="utf-8") as handle:
+        for number, line in enumerate(line for line in handle if line.strip()):
+            raw = json.loads(line)
+            missing = [f for f in fields if not isinstance(raw.get(f), str)]
+            if missing:
+                raise ValueError(f"{file} row {number}: field {missing[0]!r} is missing or not a string")
+            items.append(HaluEvalItem(str(number), *(raw[f].strip() for f in fields)))
     return items
 
 

@@ -13,6 +13,7 @@ Experiment = Callable[..., dict[str, Any]]
 
 _TARGETS = {
     "consens-wikieval": "ragsense.experiments._consens:consens_wikieval",
+    "consens-halueval": "ragsense.experiments._consens:consens_halueval",
     "consens-pubmedqa-partial": "ragsense.experiments._consens:consens_pubmedqa_partial",
     "consens-pubmedqa-partial-sentences": "ragsense.experiments._consens:consens_pubmedqa_partial_sentences",
     "consens-pubmedqa-attribution": "ragsense.experiments._consens:consens_pubmedqa_attribution",
