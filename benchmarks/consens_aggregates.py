@@ -146,6 +146,15 @@ def verdict_table(
     }
 
 
+def _labels(values: Sequence[float], grounded_at: float, ungrounded_below: float) -> dict[str, float]:
+    n = len(values)
+    return {
+        "grounded": round(sum(x >= grounded_at for x in values) / n, 4),
+        "weak": round(sum(ungrounded_below <= x < grounded_at for x in values) / n, 4),
+        "ungrounded": round(sum(x < ungrounded_below for x in values) / n, 4),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     for kind in KEYS:
