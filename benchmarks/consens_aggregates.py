@@ -13,10 +13,15 @@ The rule, fixed before any score was looked at (issue 13):
    aggregate with the highest mean AUROC over the data sets; aggregates within 0.005 of the best
    count as tied, and a tie goes to the incumbent ``geometric``, else to the earlier aggregate in
    the enum (the simpler one).
-3. Verdict bands, on the pooled development halves of the answer-level sets (WikiEval, HaluEval):
-   ``ungrounded`` below the threshold that maximises balanced accuracy (Youden's J) of
-   grounded vs not; ``grounded`` from the lowest threshold at which at least 90% of the texts
-   scoring at or above it are grounded. Both rounded to two decimals (down).
+3. Verdict bands, on the development halves of the answer-level sets (WikiEval, HaluEval), one
+   pair of bands for all of them (users check short answers, long answers and summaries with
+   one threshold): ``grounded`` from the threshold that maximises the mean over the sets of the
+   balanced accuracy of grounded vs not (each set weighs the same, whatever its size and answer
+   length); ``ungrounded`` below the score that at least 90% of the grounded texts of every set
+   reach (so the flag hits at most 10% of grounded texts in any set), capped at the grounded
+   threshold. Both rounded down to two decimals; ``weak`` lies between. (A first version of this
+   rule, "grounded where 90% of the texts above are grounded", gave 0.99 for every aggregate,
+   which calls almost no grounded answer grounded; it was replaced before the bands were used.)
 4. Everything is then reported on the report halves (and on all pairs), with paired bootstrap
    intervals and DeLong's test against ``geometric`` and the paper's ``arithmetic``.
 
@@ -51,7 +56,6 @@ KEYS = {  # the two texts of a pair in each experiment's per-item file: (should 
 ANSWER_LEVEL = ("wikieval", "halueval")
 TIE = 0.005
 INCUMBENT = Aggregation.GEOMETRIC.value
-PRECISION_FOR_GROUNDED = 0.9
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
@@ -104,25 +108,23 @@ def _floor2(x: float) -> float:
     return math.floor(x * 100.0) / 100.0
 
 
-def bands(pos: Sequence[float], neg: Sequence[float]) -> tuple[float, float]:
-    """Rule 3: (grounded_at, ungrounded_below) from development scores of grounded (pos) and
-    not grounded (neg) texts."""
-    candidates = sorted(set(pos) | set(neg))
-    best_j, ungrounded_below = -1.0, candidates[0]
-    for t in candidates:  # "ungrounded" means score < t
-        tpr = sum(x < t for x in neg) / len(neg)
-        fpr = sum(x < t for x in pos) / len(pos)
-        if tpr - fpr > best_j:
-            best_j, ungrounded_below = tpr - fpr, t
-    grounded_at = candidates[-1]
-    for t in candidates:  # lowest t with precision of "score >= t means grounded" >= 0.9
-        above_pos = sum(x >= t for x in pos)
-        above_neg = sum(x >= t for x in neg)
-        if above_pos and above_pos / (above_pos + above_neg) >= PRECISION_FOR_GROUNDED:
-            grounded_at = t
-            break
-    ungrounded_below = _floor2(ungrounded_below)
-    return max(_floor2(grounded_at), ungrounded_below), ungrounded_below
+def _balanced_accuracy(pos: Sequence[float], neg: Sequence[float], t: float) -> float:
+    return (sum(x >= t for x in pos) / len(pos) + sum(x < t for x in neg) / len(neg)) / 2.0
+
+
+def bands(sets: Sequence[tuple[Sequence[float], Sequence[float]]]) -> tuple[float, float]:
+    """Rule 3: ``(grounded_at, ungrounded_below)`` from development scores, one ``(grounded, not
+    grounded)`` pair of lists per data set."""
+    candidates = sorted({x for pos, neg in sets for x in (*pos, *neg)})
+    best, grounded_at = -1.0, candidates[0]
+    for t in candidates:  # the lowest threshold of the best mean balanced accuracy
+        mean_ba = sum(_balanced_accuracy(pos, neg, t) for pos, neg in sets) / len(sets)
+        if mean_ba > best:
+            best, grounded_at = mean_ba, t
+    # The score that 90% of the grounded texts of every set reach: the lowest per-set 10th percentile.
+    reach = min(sorted(pos)[int(0.1 * len(pos))] for pos, _ in sets)
+    grounded_at = _floor2(grounded_at)
+    return grounded_at, min(_floor2(reach), grounded_at)
 
 
 def verdict_table(
@@ -173,10 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         a.value: {kind: roc_auc(*scores(h[0], a)) for kind, h in halves.items()} for a in Aggregation
     }
     chosen, means = choose(dev_auroc)
-    agg = Aggregation(chosen)
-    dev_pos = [x for kind in ANSWER_LEVEL for x in scores(halves[kind][0], agg)[0]]
-    dev_neg = [x for kind in ANSWER_LEVEL for x in scores(halves[kind][0], agg)[1]]
-    grounded_at, ungrounded_below = bands(dev_pos, dev_neg)
+    bands_by_aggregation = {}
+    for agg in Aggregation:  # rule 3 for every aggregate, so each has bands of its own
+        bands_by_aggregation[agg.value] = bands([scores(halves[kind][0], agg) for kind in ANSWER_LEVEL])
+    grounded_at, ungrounded_below = bands_by_aggregation[chosen]
 
     report: dict[str, Any] = {}
     for kind, (_, rep) in halves.items():
@@ -197,12 +199,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             report[kind]["verdicts_report_half"] = verdict_table(
                 *per_agg[chosen], grounded_at, ungrounded_below
             )
+            report[kind]["verdicts_report_half_geometric"] = verdict_table(
+                *per_agg[INCUMBENT], *bands_by_aggregation[INCUMBENT]
+            )
+        else:  # an abstract's own conclusion against the full abstract: a grounded summary
+            report[kind]["full_context_verdicts_report_half"] = _labels(
+                per_agg[chosen][0], grounded_at, ungrounded_below
+            )
     figures: dict[str, Any] = {
         "rule": "highest mean development AUROC over the three sets; ties within 0.005 go to geometric",
         "development_auroc": {a: {k: round(v, 4) for k, v in d.items()} for a, d in dev_auroc.items()},
         "development_mean_auroc": {a: round(v, 4) for a, v in means.items()},
         "chosen": chosen,
         "bands": {"grounded_at": grounded_at, "ungrounded_below": ungrounded_below},
+        "bands_by_aggregation": {
+            a: {"grounded_at": g, "ungrounded_below": u} for a, (g, u) in bands_by_aggregation.items()
+        },
         "report": report,
     }
     for spec in args.check:
@@ -217,6 +229,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         if kind in ANSWER_LEVEL:
             check["verdicts_report_half"] = verdict_table(*per_agg[chosen], grounded_at, ungrounded_below)
+        else:
+            check["full_context_verdicts_report_half"] = _labels(
+                per_agg[chosen][0], grounded_at, ungrounded_below
+            )
         figures.setdefault("checks", {})[spec] = check
     print(json.dumps(figures, sort_keys=True))
     return 0

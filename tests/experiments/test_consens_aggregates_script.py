@@ -29,18 +29,24 @@ def test_choice_prefers_the_incumbent_on_a_tie_and_the_best_mean_otherwise() -> 
     assert mod.choose(near)[0] == "q10"
 
 
-def test_bands_split_at_the_best_balanced_accuracy_and_a_precise_grounded_band() -> None:
+def test_bands_use_one_threshold_for_every_set_and_spare_90_percent_of_grounded_texts() -> None:
     mod = _script()
-    grounded = [0.9, 0.8, 0.75, 0.7, 0.6, 0.55, 0.5, 0.45, 0.3, 0.2]
-    not_grounded = [0.35, 0.25, 0.15, 0.1, 0.05, 0.0, -0.1, -0.2, -0.3, 0.65]
-    grounded_at, ungrounded_below = mod.bands(grounded, not_grounded)
-    # Below 0.3: 8 of 10 negatives and 1 of 10 grounded texts (J = 0.7); below 0.45 ties (0.9 - 0.2)
-    # and the lower threshold, which flags fewer texts, is kept.
-    assert ungrounded_below == 0.3
-    # At or above 0.45, 8 of 9 texts are grounded (0.89 < 0.9); the first 90% threshold is 0.7 (4 of 4,
-    # the negative at 0.65 is below it).
-    assert grounded_at == 0.7
-    assert grounded_at >= ungrounded_below
+    # Set A (long answers) scores lower overall than set B (short answers); each separates at its own level.
+    a = (
+        [0.30, 0.35, 0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70, 0.75],
+        [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.32, 0.34, 0.36],
+    )
+    b = (
+        [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.92, 0.94, 0.96],
+        [0.2, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.62, 0.64, 0.66],
+    )
+    grounded_at, ungrounded_below = mod.bands([a, b])
+    # One threshold for both sets: the best mean balanced accuracy lies between the thresholds each set
+    # would pick alone (A: 0.37, B: 0.67).
+    assert 0.37 <= grounded_at <= 0.67
+    # 90% of A's grounded texts reach 0.35, 90% of B's reach 0.65: the flag stays below both.
+    assert ungrounded_below == 0.35
+    assert mod.bands([a])[1] <= mod.bands([a])[0]
 
 
 def test_the_script_reads_per_item_files_and_prints_one_json_object(

@@ -31,25 +31,40 @@ from ragsense.errors import InputError
 from ragsense.models import ContinuationScore, LanguageModel, ScoreRequest, SupportsLogprobs, require
 from ragsense.text import ContentSelection, align_tokens_to_words, content_words, word_logprob_sums
 
-# Aggregation used for `consens` unless the caller picks one. Chosen from the experiments across
-# WikiEval and PubMedQA (docs/results.md, "Choosing the aggregation").
-DEFAULT_AGGREGATION = Aggregation.GEOMETRIC
-# Verdict bands on the ConSens scale. ConSens is tanh(r/2) with r = ln(P_empty / P_context): 0.5 means
-# the context makes the answer's content words about 3x less perplexing, 0 means no effect.
-GROUNDED_AT = 0.5
-UNGROUNDED_BELOW = 0.0
+# The default score: the 25th percentile of the answer's word contrasts (how much the context made
+# each content word more likely). Chosen by a rule fixed in advance on development halves of WikiEval,
+# HaluEval and PubMedQA and reported on the other halves (benchmarks/consens_aggregates.py,
+# docs/results.md "Choosing the default score"). The paper's ConSens is Aggregation.ARITHMETIC.
+DEFAULT_AGGREGATION = Aggregation.Q25
+# Verdict bands per aggregation, (grounded_at, ungrounded_below), from the same script and data
+# (development halves, rule 3): "grounded" at or above the first, "ungrounded" below the second,
+# "weak" in between. Every score is tanh(r / 2); 0 means the context changed nothing.
+VERDICT_BANDS: dict[Aggregation, tuple[float, float]] = {
+    Aggregation.ARITHMETIC: (0.67, 0.19),
+    Aggregation.GEOMETRIC: (0.72, 0.40),
+    Aggregation.MIN_WORD: (-0.75, -0.84),
+    Aggregation.Q10: (-0.21, -0.37),
+    Aggregation.Q25: (0.02, 0.00),
+    Aggregation.TAIL25: (-0.23, -0.34),
+    Aggregation.MEAN_TAIL: (0.33, 0.25),
+    Aggregation.SHARE: (0.50, 0.50),
+}
+GROUNDED_AT, UNGROUNDED_BELOW = VERDICT_BANDS[DEFAULT_AGGREGATION]
 VERDICTS = ("grounded", "weak", "ungrounded")
 
 
-def verdict(consens: float) -> str:
-    """``grounded`` (>= 0.5), ``weak`` (0 to 0.5) or ``ungrounded`` (< 0).
+def verdict(score: float, aggregation: Aggregation | str = DEFAULT_AGGREGATION) -> str:
+    """``grounded``, ``weak`` or ``ungrounded``: the band of ``score`` under ``aggregation``'s bands.
 
-    >>> [verdict(x) for x in (0.9, 0.2, -0.3)]
+    >>> [verdict(x) for x in (0.9, 0.01, -0.3)]
     ['grounded', 'weak', 'ungrounded']
+    >>> verdict(0.6, "geometric")
+    'weak'
     """
-    if consens >= GROUNDED_AT:
+    grounded_at, ungrounded_below = VERDICT_BANDS[Aggregation(aggregation)]
+    if score >= grounded_at:
         return "grounded"
-    return "weak" if consens >= UNGROUNDED_BELOW else "ungrounded"
+    return "weak" if score >= ungrounded_below else "ungrounded"
 
 
 NoContextCache = OrderedDict[ScoreRequest, ContinuationScore]
@@ -105,8 +120,8 @@ class GroundingResult:
 
     @property
     def verdict(self) -> str:
-        """The verdict band of :attr:`consens`: ``grounded``, ``weak`` or ``ungrounded``."""
-        return verdict(self.consens)
+        """The verdict band of :attr:`consens` under its :attr:`aggregation`'s bands."""
+        return verdict(self.consens, self.aggregation)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (no NaN or infinity: overflowing perplexities are ``None``), with ``verdict``."""

@@ -146,7 +146,7 @@ def _answer_pairs(
         "n": len(pairs),
         "auroc": round(roc_auc(*scores[default]), 4),
         **_figures(scores, default, similarity),
-        "verdicts": verdict_figures(*scores[default], verdict),
+        "verdicts": verdict_figures(*scores[default], lambda x: verdict(x, default)),
         "baseline_answer_length": length_baseline([r[2] for r in rows[0::2]], [r[2] for r in rows[1::2]]),
         **_header(model, scorer, started),
     }
