@@ -206,6 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             report[kind]["full_context_verdicts_report_half"] = _labels(
                 per_agg[chosen][0], grounded_at, ungrounded_below
             )
+            report[kind]["full_context_verdicts_report_half_geometric"] = _labels(
+                per_agg[INCUMBENT][0], *bands_by_aggregation[INCUMBENT]
+            )
     figures: dict[str, Any] = {
         "rule": "highest mean development AUROC over the three sets; ties within 0.005 go to geometric",
         "development_auroc": {a: {k: round(v, 4) for k, v in d.items()} for a, d in dev_auroc.items()},
