@@ -1,8 +1,10 @@
-"""Print the ConSens tables of docs/results.md from the experiments' saved JSON outputs.
+"""Print the ConSens tables of docs/results.md from the experiments' saved outputs.
 
 Each experiment's last output line is saved as ``docs/results/consens/<model>/<experiment>.json``
-(beside its per-item ``.jsonl.gz``); this script reads them and prints the markdown tables, so no
-figure in those tables is copied by hand:
+beside its per-item ``<experiment>.jsonl.gz``; this script reads them and prints the markdown tables,
+so no figure in those tables is copied by hand. The figures that depend on which aggregate is the
+default (DeLong against the default, the verdicts) are recomputed from the per-item scores with the
+current default and bands, so a run saved before the default changed reads the same as a new one.
 
     python benchmarks/consens_tables.py [--dir docs/results/consens]
 """
@@ -10,18 +12,58 @@ figure in those tables is copied by hand:
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from pathlib import Path
 from typing import Any
+
+from ragsense.consens import DEFAULT_AGGREGATION, Aggregation, verdict
+from ragsense.experiments._figures import delong_against, verdict_figures
 
 MODELS = ("smollm2-135m", "gemma3-270m")
 ROWS = ("q25", "geometric", "arithmetic", "tail25", "min_word", "share")
 LABEL = {"q25": "q25 (default)", "arithmetic": "arithmetic (the paper's ConSens)"}
 
 
+PAIR_KEYS = {
+    "consens-wikieval": ("grounded", "ungrounded"),
+    "consens-halueval": ("right", "hallucinated"),
+    "consens-pubmedqa-partial": ("full", "partial"),
+    "consens-pubmedqa-partial-sentences": ("full", "partial"),
+}
+ANSWER_LEVEL = ("consens-wikieval", "consens-halueval")
+
+
 def _load(root: Path, model: str, name: str) -> dict[str, Any] | None:
     path = root / model / f"{name}.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    if not path.is_file():
+        return None
+    figures: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    if name in PAIR_KEYS:
+        _with_current_default(
+            figures, root / model / f"{name}.jsonl.gz", PAIR_KEYS[name], name in ANSWER_LEVEL
+        )
+    return figures
+
+
+def _with_current_default(figures: dict[str, Any], items: Path, keys: tuple[str, str], answers: bool) -> None:
+    """Recompute the default-dependent figures from the per-item scores."""
+    with gzip.open(items, "rt", encoding="utf-8") as fh:
+        records = [json.loads(line) for line in fh if line.strip()]
+    hi, lo = keys
+
+    def pair(get: Any) -> tuple[list[float], list[float]]:
+        return [get(r, hi) for r in records], [get(r, lo) for r in records]
+
+    scores = {a.value: pair(lambda r, k, a=a: r[k]["consens_by_aggregation"][a.value]) for a in Aggregation}
+    default = DEFAULT_AGGREGATION.value
+    others = {k: v for k, v in scores.items() if k != default}
+    for mode in ("whole", "max_chunk"):
+        others[f"similarity_{mode}"] = pair(lambda r, k, mode=mode: r[f"similarity_{mode}_{k}"])
+    figures["default_aggregation"] = default
+    figures["delong_default_vs"] = delong_against(scores[default], others)
+    if answers:
+        figures["verdicts"] = verdict_figures(*scores[default], lambda x: verdict(x, default))
 
 
 def _auroc(c: dict[str, Any]) -> str:
