@@ -58,6 +58,8 @@ def test_evaluate_writes_scores_decisions_and_row_errors(
         "fake",
         "--cache-dir",
         str(cache),
+        "--adherence-signal",
+        "judge",  # the judge's own labels (the default signal is ConSens)
     ]
     assert main(args) == 3  # the run finished, but three rows have errors
     rows = _rows(out)
@@ -186,7 +188,7 @@ def test_experiment_vera_wikieval_runs_on_real_rows(
     assert figures["n_items"] == 2 and figures["n_errors"] == 0
     # Fake judge (deterministic): ties count one half, so these are ratios over 2 items.
     assert figures["context_relevance_v1_over_v2"] == 0.5
-    assert figures["adherence_consens_grounded_over_ungrounded"] == 0.75
+    assert figures["adherence_consens_grounded_over_ungrounded"] == 1.0  # under the default q25 score
     assert figures["statement_consens_grounded_over_ungrounded"] == 1.0
     [first, _] = _rows(tmp_path / "vera_wikieval.jsonl")
     assert set(first) >= {"v1", "v2", "ungrounded", "poor"}

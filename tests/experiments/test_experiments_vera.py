@@ -123,3 +123,56 @@ def test_cli_resume_needs_out_and_a_resumable_experiment(capsys: pytest.CaptureF
     assert "give --out" in capsys.readouterr().err
     assert main(["experiment", "consens-wikieval", "--model", "fake", "--resume", "--out", "x"]) == 2
     assert "cannot resume" in capsys.readouterr().err
+
+
+def test_vera_wikieval_adherence_only_keeps_what_every_figure_is_recomputed_from(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    figures = vera_wikieval(
+        load_model("fake"),
+        data=str(shared_data / "wikieval"),
+        limit=4,
+        out=str(tmp_path),
+        vera_options={"cache": False},
+        adherence_only=True,
+    )
+    assert figures["n_items"] == 4 and figures["n_errors"] == 0
+    assert not any("paper" in key for key in figures)  # papers are quoted in docs only
+    for key in (
+        "adherence_judge",
+        "adherence_consens",
+        "mean_statement_consens",
+        "mean_grounded_probability",
+    ):
+        low, high = figures[f"{key}_pairwise_ci95"]
+        assert low <= figures[f"{key}_pairwise"] <= high and 0.0 <= figures[f"{key}_auroc"] <= 1.0
+    records = _read(tmp_path / "vera_wikieval_adherence.jsonl")
+    assert len(records) == 4
+    for record in records:
+        assert set(record) >= {"v1", "ungrounded", "adherence_prior"} and "v2" not in record
+        assert set(record["adherence_prior"]) == {"stated", "inferable", "unsupported"}
+        for kind in ("v1", "ungrounded"):
+            assert record[kind]["context_relevance"] is None  # only the adherence step ran
+            for st in record[kind]["statements"]:
+                assert set(st["token_logprobs"]) == {"stated", "inferable", "unsupported"}
+                assert {"arithmetic", "geometric"} <= set(st["consens_by_aggregation"])
+                assert st["consens_word_nll"]
+
+    # The analysis script recomputes every signal from the records alone, without a model.
+    import runpy
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "vera_adherence.py"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            sys, "argv", ["vera_adherence.py", str(tmp_path / "vera_wikieval_adherence.jsonl"), "--json"]
+        )
+        runpy.run_path(str(script), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "4 questions; dev = questions 0-23" in out and "chosen on dev" in out
+    summary = json.loads(out.strip().splitlines()[-1])
+    # The experiment's own figure (ConSens's default aggregation) and the script's recomputation agree.
+    from ragsense.consens import DEFAULT_AGGREGATION
+
+    default = f"consens {DEFAULT_AGGREGATION.value} share"
+    assert summary["measured"][default]["all"]["pairwise"] == figures["adherence_consens_pairwise"]

@@ -162,7 +162,7 @@ GOOD_REPLY = '{"reason": "fine", "label": "%s"}'
 
 def _labels_reply(body: dict[str, Any]) -> str:
     enum = body["response_format"]["json_schema"]["schema"]["properties"]["label"]["enum"]
-    return GOOD_REPLY % enum[0]
+    return str(GOOD_REPLY % enum[0])
 
 
 def test_garbage_from_the_judge_server_fails_only_that_row() -> None:

@@ -197,7 +197,7 @@ def test_label_judge_reasons() -> None:
 
 def test_label_judge_needs_logprobs() -> None:
     with pytest.raises(CapabilityError, match="structured"):
-        LabelJudge(ScriptedChat([]))  # type: ignore[arg-type]
+        LabelJudge(ScriptedChat([]))
 
 
 # -- structured chat --------------------------------------------------------------------------------
@@ -266,6 +266,6 @@ def test_chat_judge_correction_and_split(tmp_path: Path) -> None:
 def test_make_judge_modes() -> None:
     assert isinstance(make_judge(load_model("fake")), LabelJudge)
     assert isinstance(make_judge(load_model("fake"), "structured"), ChatJudge)
-    assert isinstance(make_judge(ScriptedChat([])), ChatJudge)  # type: ignore[arg-type]
+    assert isinstance(make_judge(ScriptedChat([])), ChatJudge)
     with pytest.raises(ParameterError):
         make_judge(load_model("fake"), "vibes")

@@ -45,8 +45,21 @@ def add_parser(sub: Any) -> None:
     vera.add_argument("--generator", help="model that answers (default: the bundled smollm2-135m)")
     vera.add_argument("--judge-mode", choices=("auto", "labels", "structured"), default="auto")
     vera.add_argument("--splitter", choices=("auto", "rules", "judge"), default="auto")
-    vera.add_argument("--adherence-signal", choices=("judge", "consens", "combined"), default="judge")
+    vera.add_argument(
+        "--adherence-signal",
+        choices=("judge", "consens", "combined"),
+        default=None,
+        help="default: VERA's own for vera-squad; combined (both recorded) for vera-wikieval",
+    )
     vera.add_argument("--calibrate", action="store_true", help="content-free calibration of label scores")
+    # The same choices as ragsense.vera.LABEL_SCORINGS / PROMPT_FORMATS (not imported: keeps startup light).
+    vera.add_argument("--label-scoring", choices=("sum", "mean", "first_token"), default="sum")
+    vera.add_argument("--prompt-format", choices=("plain", "chat"), default="plain")
+    vera.add_argument(
+        "--adherence-only",
+        action="store_true",
+        help="vera-wikieval: only the adherence step, grounded vs ungrounded answer, per-statement details",
+    )
     vera.add_argument("--no-judge-cache", action="store_true", help="do not read or write the judge cache")
     parser.set_defaults(run=run)
 
@@ -77,17 +90,24 @@ def run(args: argparse.Namespace) -> int:
             "cache": args.cache_dir,
         }
     if args.name.startswith("vera"):
+        signal = {} if args.adherence_signal is None else {"adherence_signal": args.adherence_signal}
         options = {
             "generator": args.generator,
             "vera_options": {
+                **signal,
                 "judge_mode": args.judge_mode,
                 "splitter": args.splitter,
-                "adherence_signal": args.adherence_signal,
                 "calibrate": args.calibrate,
+                "label_scoring": args.label_scoring,
+                "prompt_format": args.prompt_format,
                 "cache": not args.no_judge_cache,
                 "cache_dir": args.cache_dir,
             },
         }
+    if args.adherence_only:
+        if args.name != "vera-wikieval":
+            raise ParameterError("only vera-wikieval has an adherence-only run", parameter="--adherence-only")
+        options["adherence_only"] = True
     if args.resume:
         options["resume"] = True
     figures = experiment(

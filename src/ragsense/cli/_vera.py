@@ -12,7 +12,15 @@ from ragsense.evaluation import Evaluation
 from ragsense.metrics import Vera, VeraEnhance
 from ragsense.models import shared_pool
 from ragsense.rag import answer_function
-from ragsense.vera import ADHERENCE_SIGNALS, JUDGE_MODES, SPLITTERS
+from ragsense.vera import (
+    ADHERENCE_SIGNALS,
+    DEFAULT_ADHERENCE_SIGNAL,
+    DEFAULT_LABEL_SCORING,
+    JUDGE_MODES,
+    LABEL_SCORINGS,
+    PROMPT_FORMATS,
+    SPLITTERS,
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -66,14 +74,28 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--adherence-signal",
         choices=ADHERENCE_SIGNALS,
-        default="judge",
-        help="judge, consens (ConSens score of each statement) or combined",
+        default=DEFAULT_ADHERENCE_SIGNAL,
+        help="consens (ConSens score of each statement), judge or combined "
+        f"(default {DEFAULT_ADHERENCE_SIGNAL})",
     )
     group.add_argument("--consens-model", help="model for the ConSens signal (default: the judge, if it can)")
     group.add_argument(
         "--consens-threshold", type=float, default=0.0, help="ConSens above which a statement is grounded"
     )
     group.add_argument("--calibrate", action="store_true", help="content-free calibration of label scores")
+    group.add_argument(
+        "--label-scoring",
+        choices=LABEL_SCORINGS,
+        default=DEFAULT_LABEL_SCORING,
+        help="label-scoring judge: a label's score from its tokens' log-probabilities "
+        f"(sum, mean, first_token; default {DEFAULT_LABEL_SCORING})",
+    )
+    group.add_argument(
+        "--prompt-format",
+        choices=PROMPT_FORMATS,
+        default="plain",
+        help="label-scoring judge: plain completion prompt, or the model's chat template",
+    )
     group.add_argument("--reasons", action="store_true", help="label-scoring judge: also generate reasons")
     group.add_argument("--no-retrieval-check", action="store_true", help="skip step 1")
     group.add_argument("--cache-dir", help="judge cache directory (default: the ragsense cache)")
@@ -95,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
         "cache": not args.no_cache,
         "cache_dir": args.cache_dir,
         "calibrate": args.calibrate,
+        "label_scoring": args.label_scoring,
+        "prompt_format": args.prompt_format,
         "reasons": args.reasons,
     }
     metric: Vera

@@ -51,8 +51,8 @@ def sample_rows_path() -> Path:
 __all__ = [
     "ALIASES",
     "DATA_DIR_ENV",
-    "JsonlWriter",
     "HaluEvalItem",
+    "JsonlWriter",
     "PubMedQAItem",
     "RagRow",
     "RowError",

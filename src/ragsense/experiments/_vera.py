@@ -21,6 +21,7 @@ output re-evaluated by the same judge (as the paper re-evaluates its outputs wit
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import string
@@ -36,8 +37,18 @@ from ragsense.errors import ParameterError
 from ragsense.evaluation import ErrorRecord, Needs, RowOutcome, RunItem, run_rows
 from ragsense.models import DEFAULT_MODEL, LanguageModel, load_model
 from ragsense.rag import RagPrompt, answer_function
-from ragsense.stats import bootstrap_ci
-from ragsense.vera import AnswerFn, RetrievalCheck, Vera, VeraEnhancement, VeraEvaluation
+from ragsense.stats import bootstrap_ci, roc_auc
+from ragsense.vera import (
+    RESPONSE_ADHERENCE,
+    AnswerFn,
+    Decision,
+    LabelJudge,
+    RetrievalCheck,
+    Vera,
+    VeraEnhancement,
+    VeraEvaluation,
+    label_probabilities,
+)
 
 DEFAULT_LIMIT = 200
 REFUSAL_WORD = "unanswerable"
@@ -198,6 +209,10 @@ _SQUAD_FIELDS = (
     "context_relevance_with",
     "response_relevance_with",
     "response_adherence_with",
+    "regenerated_answer",
+    "statements_with",
+    "statements_relevant_with",
+    "statements_grounded_with",
     "error_reevaluation",
     "error_with",
 )
@@ -254,6 +269,17 @@ class _SquadStep(_KeepKeys):
                     retrieval_required=check.required if isinstance(check, RetrievalCheck) else None,
                     context_kept=e.context.score,
                 )
+                if e.relevance is not None:
+                    # Where a refusal at steps 3-4 comes from: statements of the regenerated answer,
+                    # those judged relevant, and those of them kept as grounded.
+                    rec.update(
+                        regenerated_answer=e.original_answer,
+                        statements_with=len(e.relevance.decisions),
+                        statements_relevant_with=sum(d.keep for d in e.relevance.decisions),
+                        statements_grounded_with=None
+                        if e.adherence is None
+                        else sum(d.keep for d in e.adherence.decisions),
+                    )
                 if not e.refused:
                     a = next(after)
                     if isinstance(a, VeraEvaluation):
@@ -348,6 +374,7 @@ def _figures(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 _KINDS = ("v1", "v2", "ungrounded", "poor")
+_ADHERENCE_KINDS = ("v1", "ungrounded")
 
 
 @dataclass(frozen=True)
@@ -369,16 +396,21 @@ class _WikiEvalStep(_KeepKeys):
     """Evaluate each question's four rows (see :func:`vera_wikieval`) for a chunk of questions."""
 
     vera: Vera
+    kinds: tuple[str, ...] = _KINDS
     name: str = "vera_wikieval"
     needs: Needs = field(default_factory=lambda: Needs(fields=()))
-    fields: tuple[str, ...] = (*(k for kind in _KINDS for k in (kind, f"{kind}_error")), _KEYS)
+    fields: tuple[str, ...] = (
+        *(k for kind in _KINDS for k in (kind, f"{kind}_error")),
+        "adherence_prior",
+        _KEYS,
+    )
     error_keys: tuple[str, ...] = tuple(f"{kind}_error" for kind in _KINDS)
 
     async def score(self, rows: Sequence[Any]) -> list[Mapping[str, Any] | Exception]:
         batch: list[WikiEvalItem] = [row.item for row in rows]
         rag_rows = []
         for it in batch:
-            rag_rows += [
+            every = [
                 RagRow(
                     id=f"{it.id}-v1", question=it.question, contexts=it.context_v1, answer=it.grounded_answer
                 ),
@@ -395,11 +427,15 @@ class _WikiEvalStep(_KeepKeys):
                     id=f"{it.id}-poor", question=it.question, contexts=it.context_v1, answer=it.poor_answer
                 ),
             ]
+            rag_rows += [r for kind, r in zip(_KINDS, every, strict=True) if kind in self.kinds]
         results = await self.vera.evaluate(rag_rows)
+        judge = self.vera.judge
+        prior = await judge.prior(RESPONSE_ADHERENCE) if isinstance(judge, LabelJudge) else None
         out: list[Mapping[str, Any] | Exception] = []
+        n = len(self.kinds)
         for i in range(len(batch)):
             rec: dict[str, Any] = {}
-            for kind, res in zip(_KINDS, results[4 * i : 4 * i + 4], strict=True):
+            for kind, res in zip(self.kinds, results[n * i : n * i + n], strict=True):
                 if not isinstance(res, VeraEvaluation):
                     rec[f"{kind}_error"] = str(res)
                     continue
@@ -408,12 +444,20 @@ class _WikiEvalStep(_KeepKeys):
                     "context_relevance": res.context_relevance,
                     "response_relevance": res.response_relevance,
                     "adherence_judge": _share([d.label in ("stated", "inferable") for d in decisions]),
-                    "adherence_consens": _share(
-                        [d.consens is not None and d.consens > 0.0 for d in decisions]
-                    ),
+                    "adherence_consens": _share([d.consens > 0.0 for d in decisions if d.consens is not None])
+                    if all(d.consens is not None for d in decisions)
+                    else None,
                     "adherence_combined": res.response_adherence,
                     "mean_statement_consens": _mean([d.consens for d in decisions]),
+                    "mean_grounded_probability": _mean(
+                        [_judge_probability(d, judge) for d in decisions]
+                        if isinstance(judge, LabelJudge)
+                        else []
+                    ),
+                    "statements": [_statement_record(d) for d in decisions],
                 }
+            if prior is not None:
+                rec["adherence_prior"] = prior
             out.append(_with_keys(rec))
         return out
 
@@ -427,16 +471,23 @@ def vera_wikieval(
     vera_options: dict[str, Any] | None = None,
     batch_size: int = 8,
     resume: bool = False,
+    adherence_only: bool = False,
     **unused: Any,
 ) -> dict[str, Any]:
     """How well each VERA score ranks WikiEval's better text above its worse one (RAGAS's protocol).
 
-    Per question, four rows are evaluated: (context_v1, grounded answer), (context_v2, grounded
-    answer), (context_v1, ungrounded answer), (context_v1, poor answer). The figures are pairwise
-    accuracies (a tie counts one half): context relevance of context_v1 (one passage) above context_v2
-    (1-3 passages); response relevance of the grounded answer above the poor answer; response
-    adherence of the grounded answer above the ungrounded one, with the judge, ConSens and combined
-    signals (all three from one run: adherence is computed with ``combined``, which records both).
+    With ``adherence_only`` only the adherence step runs, on the grounded and the ungrounded answer
+    (both with context_v1); every statement's judge token log-probabilities and ConSens under every
+    aggregation are kept in the per-item records (benchmarks/vera_adherence.py chooses and reports
+    from them).
+
+    Otherwise, per question, four rows are evaluated: (context_v1, grounded answer), (context_v2,
+    grounded answer), (context_v1, ungrounded answer), (context_v1, poor answer). The figures are
+    pairwise accuracies (a tie counts one half): context relevance of context_v1 (one passage) above
+    context_v2 (1-3 passages); response relevance of the grounded answer above the poor answer;
+    response adherence of the grounded answer above the ungrounded one, with the judge, ConSens and
+    combined signals (all three from one run: adherence is computed with ``combined``, which records
+    both).
 
     With ``out`` each question's record is appended to ``out/vera_wikieval.jsonl`` as its chunk of
     ``batch_size`` questions finishes; ``resume=True`` continues that file without recomputing its
@@ -451,17 +502,29 @@ def vera_wikieval(
     started = time.perf_counter()
     judge_model = model if model is not None else load_model(DEFAULT_MODEL)
     options = {**(vera_options or {}), "adherence_signal": "combined"}
+    kinds = _ADHERENCE_KINDS if adherence_only else _KINDS
+    if adherence_only:
+        # Both signals by default; an explicit "judge" skips ConSens (a judge-only trial costs less).
+        signal = (vera_options or {}).get("adherence_signal", "combined")
+        options.update(steps=("adherence",), check_retrieval=False, adherence_signal=signal)
     vera = Vera(judge_model, **options)
     items = [_WikiEvalQuestion(it) for it in load_wikieval(data)[: limit or None]]
-    records = run_sync(_run_steps(items, _WikiEvalStep(vera), out, "vera_wikieval.jsonl", batch_size, resume))
+    filename = "vera_wikieval_adherence.jsonl" if adherence_only else "vera_wikieval.jsonl"
+    step = _WikiEvalStep(vera, kinds)
+    records = run_sync(_run_steps(items, step, out, filename, batch_size, resume))
 
     def pairwise(better: str, worse: str, key: str) -> float | None:
-        pairs = [(r[better][key], r[worse][key]) for r in records if better in r and worse in r]
-        pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
-        if not pairs:
-            return None
-        return round(sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs) / len(pairs), 4)
+        return pairwise_accuracy(records, better, worse, key)
 
+    if adherence_only:
+        adherence = _adherence_figures(records)
+        adherence.update(
+            n_items=len(records),
+            n_errors=sum(1 for r in records for k in kinds if k not in r),
+            judge=vera.judge.description,
+            seconds=round(time.perf_counter() - started, 1),
+        )
+        return adherence
     figures: dict[str, Any] = {
         "context_relevance_v1_over_v2": pairwise("v1", "v2", "context_relevance"),
         "response_relevance_grounded_over_poor": pairwise("v1", "poor", "response_relevance"),
@@ -483,3 +546,67 @@ def vera_wikieval(
 
 def _share(flags: list[bool]) -> float | None:
     return sum(flags) / len(flags) if flags else None
+
+
+def _judge_probability(decision: Decision, judge: LabelJudge) -> float | None:
+    """The judge's P(stated) + P(inferable) under its own label-scoring rule and calibration: what the
+    ``judge`` signal decides on at 0.5 (``grounded_probability`` holds the combined signal here)."""
+    if not decision.token_logprobs:
+        return None
+    prior = judge._priors.get(RESPONSE_ADHERENCE.name) if judge.calibrate else None
+    probs = label_probabilities(
+        RESPONSE_ADHERENCE.labels, decision.token_logprobs, judge.label_scoring, prior
+    )
+    return math.fsum(probs[label] for label in RESPONSE_ADHERENCE.positive_labels)
+
+
+def _statement_record(decision: Decision) -> dict[str, Any]:
+    """What a figure for any signal, label-scoring rule or ConSens aggregation is recomputed from."""
+    return {
+        "text": decision.text,
+        "label": decision.label,
+        "grounded_probability": decision.grounded_probability,
+        "token_logprobs": decision.token_logprobs,
+        "consens": decision.consens,
+        "consens_by_aggregation": decision.consens_by_aggregation,
+        "consens_word_nll": decision.consens_word_nll,
+    }
+
+
+def pairwise_accuracy(
+    records: Sequence[Mapping[str, Any]], better: str, worse: str, key: str
+) -> float | None:
+    """Share of questions whose ``better`` row scores above its ``worse`` row on ``key`` (ties 1/2)."""
+    pairs = [(r[better][key], r[worse][key]) for r in records if better in r and worse in r]
+    pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+    if not pairs:
+        return None
+    return round(sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs) / len(pairs), 4)
+
+
+_ADHERENCE_SCORES = (
+    "adherence_judge",
+    "mean_grounded_probability",
+    "adherence_consens",
+    "mean_statement_consens",
+    "adherence_combined",
+)
+
+
+def _adherence_figures(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Pairwise accuracy (grounded over ungrounded, ties 1/2) with a 95% bootstrap interval over the
+    questions, and AUROC, for each adherence score of the adherence-only run."""
+    figures: dict[str, Any] = {}
+    both = [r for r in records if "v1" in r and "ungrounded" in r]
+    for key in _ADHERENCE_SCORES:
+        pairs = [(r["v1"][key], r["ungrounded"][key]) for r in both]
+        pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+        if not pairs:
+            continue
+        wins = [1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs]
+        low, high = bootstrap_ci(lambda w: float(w.mean()), wins, seed=0)
+        figures[f"{key}_pairwise"] = round(sum(wins) / len(wins), 4)
+        figures[f"{key}_pairwise_ci95"] = [round(low, 4), round(high, 4)]
+        figures[f"{key}_auroc"] = round(roc_auc([a for a, _ in pairs], [b for _, b in pairs]), 4)
+        figures[f"{key}_n_pairs"] = len(pairs)
+    return figures

@@ -11,12 +11,20 @@ True
 """
 
 from ragsense.vera._judge import (
+    DEFAULT_LABEL_SCORING,
     JUDGE_MODES,
+    LABEL_SCORINGS,
+    PROMPT_FORMATS,
     ChatJudge,
     Judge,
     JudgeMode,
     LabelJudge,
+    LabelScoring,
+    PromptFormat,
     Verdict,
+    decide_label,
+    label_probabilities,
+    label_scores,
     make_judge,
     score_choices,
 )
@@ -48,6 +56,7 @@ from ragsense.vera._results import (
 )
 from ragsense.vera._vera import (
     ADHERENCE_SIGNALS,
+    DEFAULT_ADHERENCE_SIGNAL,
     SCORED_STEPS,
     SPLITTERS,
     AdherenceSignal,
@@ -61,8 +70,12 @@ from ragsense.vera._vera import (
 __all__ = [
     "ADHERENCE_SIGNALS",
     "CONTEXT_RELEVANCE",
+    "DEFAULT_ADHERENCE_SIGNAL",
+    "DEFAULT_LABEL_SCORING",
     "JUDGE_MODES",
+    "LABEL_SCORINGS",
     "PROMPTS",
+    "PROMPT_FORMATS",
     "REFUSAL",
     "RESPONSE_ADHERENCE",
     "RETRIEVAL_NEED",
@@ -83,6 +96,8 @@ __all__ = [
     "JudgePrompt",
     "Judgment",
     "LabelJudge",
+    "LabelScoring",
+    "PromptFormat",
     "QuestionInput",
     "RetrievalCheck",
     "Retriever",
@@ -97,7 +112,10 @@ __all__ = [
     "VeraEvaluation",
     "VeraPipeline",
     "Verdict",
+    "decide_label",
     "default_cache_dir",
+    "label_probabilities",
+    "label_scores",
     "make_judge",
     "score_choices",
 ]

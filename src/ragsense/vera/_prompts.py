@@ -219,6 +219,18 @@ class JudgePrompt(Generic[InputT]):
         messages.append(ChatMessage("user", self.render_item(item)))
         return messages
 
+    def render_chat_labels(self, item: InputT) -> list[ChatMessage]:
+        """A conversation for a label-scoring judge on a chat model: the instruction as the system turn,
+        each worked example as a user turn answered by its bare label, then the item. The judge scores
+        each label as the assistant's reply."""
+        system = f"{self.instruction}\nLabels:\n{self._label_lines()}\nReply with the label only."
+        messages = [ChatMessage("system", system)]
+        for ex in self.examples:
+            messages.append(ChatMessage("user", self.render_item(ex.input)))
+            messages.append(ChatMessage("assistant", ex.label))
+        messages.append(ChatMessage("user", self.render_item(item)))
+        return messages
+
     def parse(self, text: str) -> Judgment:
         """Validate a JSON reply; raises ``ValueError`` naming what is wrong."""
         judgment = Judgment.model_validate_json(text)

@@ -16,7 +16,11 @@ class Decision:
     ``document`` for sentences, the answer for statements; None when a judge rewrote the statement).
     ``keep`` is whether the item counts for the step's score and stays in the enhanced text.
     ``grounded_probability`` combines the signals the adherence step was asked to use; ``consens`` is
-    the statement's ConSens score when that signal was used.
+    the statement's ConSens score when that signal was used, ``consens_by_aggregation`` its score
+    under every aggregation and ``consens_word_nll`` the (no-context, context) NLL of each scored word,
+    so the decision can be recomputed under any aggregation without running the model again.
+    ``token_logprobs`` (adherence, label-scoring judges) holds each label's token log-probabilities, so
+    any label-scoring rule or calibration can be recomputed too.
     """
 
     index: int
@@ -32,6 +36,9 @@ class Decision:
     grounded_probability: float | None = None
     correction: str | None = None
     forced_split: bool = False
+    consens_by_aggregation: dict[str, float] | None = None
+    consens_word_nll: list[tuple[float, float]] | None = None
+    token_logprobs: dict[str, list[float]] | None = None
 
 
 @dataclass(frozen=True)
