@@ -204,3 +204,74 @@ def test_read_results_rejects_bad_files(tmp_path: Path) -> None:
     path.write_text("[oops")
     with pytest.raises(InputError, match="not valid JSON"):
         read_results(path)
+
+
+def with_intervals() -> list[dict[str, Any]]:
+    return [
+        {
+            "k": 5,
+            "condition": "control",
+            "accuracy": 0.5,
+            "accuracy_ci": [0.15, 0.85],
+            "retrieval_recall": 1.0,
+            "retrieval_recall_ci": [0.61, 1.0],
+            "n": 6,
+            "n_empty_answers": 2,
+        },
+        {
+            "k": 5,
+            "condition": "grandfather",
+            "accuracy": 0.0,
+            "accuracy_ci": [0.0, 0.39],
+            "retrieval_recall": 0.5,
+            "retrieval_recall_ci": [0.22, 0.78],
+            "n": 4,
+            "n_empty_answers": 0,
+        },
+    ]
+
+
+def test_intervals_in_every_table(tmp_path: Path) -> None:
+    write_kinship_report(with_intervals(), tmp_path, title="T", plot=False)
+    markdown = (tmp_path / "table.md").read_text()
+    assert "## Accuracy (95% Wilson interval)" in markdown
+    assert "0.50 (0.15–0.85)" in markdown and "0.00 (0.00–0.39)" in markdown
+    assert "## Retrieval recall (95% Wilson interval)" in markdown and "0.50 (0.22–0.78)" in markdown
+    assert "## Empty answers per condition" in markdown
+    with (tmp_path / "table.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == [
+        "k",
+        "control",
+        "control_low",
+        "control_high",
+        "grandfather",
+        "grandfather_low",
+        "grandfather_high",
+    ]
+    assert [float(rows[0][c]) for c in ("control", "control_low", "control_high")] == [0.5, 0.15, 0.85]
+    with (tmp_path / "retrieval_recall.csv").open(newline="") as handle:
+        assert float(next(csv.DictReader(handle))["grandfather_high"]) == 0.78
+    table = json.loads((tmp_path / "table.json").read_text())
+    assert table["interval"] == "95% Wilson score"
+    assert table["accuracy_ci_rows"] == [{"k": 5, "control": [0.15, 0.85], "grandfather": [0.0, 0.39]}]
+    assert table["retrieval_recall_ci_rows"][0]["control"] == [0.61, 1.0]
+
+
+def test_plot_with_error_bars_differs_from_one_without(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    bare = [{k: v for k, v in r.items() if not k.endswith("_ci")} for r in with_intervals()]
+    write_kinship_report(with_intervals(), tmp_path / "ci", title="T")
+    write_kinship_report(bare, tmp_path / "bare", title="T")
+    with_bars = (tmp_path / "ci" / "accuracy_vs_k.png").read_bytes()
+    assert with_bars.startswith(PNG_SIGNATURE)
+    assert with_bars != (tmp_path / "bare" / "accuracy_vs_k.png").read_bytes()
+    assert "interval" not in (tmp_path / "bare" / "table.md").read_text()
+
+
+@pytest.mark.parametrize("bad", [[0.9, 0.1], [0.1], [-0.1, 0.5], [0.2, math.nan], "0.1-0.2", [0.1, 1.5]])
+def test_bad_interval_names_the_record_and_field(tmp_path: Path, bad: Any) -> None:
+    recs = with_intervals()
+    recs[1]["accuracy_ci"] = bad
+    with pytest.raises(InputError, match=r"row 1, field 'accuracy_ci'"):
+        write_kinship_report(recs, tmp_path, title="T", plot=False)

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import pytest
 
@@ -77,7 +77,8 @@ def test_failing_system_marks_the_query_and_goes_on(tmp_path: Path) -> None:
         def answer(question: str) -> tuple[str, list[str]]:
             if "Eleanor" in question:
                 raise RuntimeError("backend down")
-            return inner(question)
+            result: tuple[str, list[str]] = inner(question)
+            return result
 
         return answer
 
@@ -99,7 +100,9 @@ def test_failing_system_marks_the_query_and_goes_on(tmp_path: Path) -> None:
 
 def test_bad_return_type_is_a_marked_error(tmp_path: Path) -> None:
     source = generate_kinship_source(4, 2, seed=0)
-    run = run_kinship(source, CallableSystem(lambda docs, k: lambda q: 42), [5], tmp_path, relations=[])
+    run = run_kinship(
+        source, CallableSystem(cast(Any, lambda docs, k: lambda q: 42)), [5], tmp_path, relations=[]
+    )
     assert run.results[0]["n_errors"] == run.results[0]["n"] > 0
 
 
@@ -264,3 +267,93 @@ def test_a_system_whose_batch_call_fails_is_retried_question_by_question(tmp_pat
     assert all(r["answer"] == "nobody" and r["correct"] is False for r in records if not r["errors"])
     assert run.results[0]["n_errors"] == len(failed) < 208
     assert run.results[0]["accuracy"] == 0.0  # failed questions count as wrong
+
+
+# ------------------------------------------------------------------------ intervals and run.json
+
+
+def test_every_cell_carries_counts_and_a_wilson_interval(tmp_path: Path) -> None:
+    from ragsense.stats import wilson_ci
+
+    def half_right(documents: Sequence[str], k: int) -> Any:
+        """Right on every other question it is asked; retrieves what the oracle retrieves."""
+        inner = oracle(documents, k)
+        asked = []
+
+        def answer(question: str) -> tuple[str, list[str]]:
+            asked.append(question)
+            text, hits = inner(question)
+            return (text if len(asked) % 2 else "nobody"), hits
+
+        return answer
+
+    source = generate_kinship_source(12, 3, seed=0)
+    run = run_kinship(source, CallableSystem(half_right), [5], tmp_path, relations=["grandfather"])
+    by = {r["condition"]: r for r in run.results}
+    control, grandfather = by["control"], by["grandfather"]
+    assert (control["n_correct"], control["n_scored"]) == (104, 208)
+    assert control["accuracy_ci"] == list(wilson_ci(104, 208))
+    low, high = control["accuracy_ci"]
+    assert low < control["accuracy"] == 0.5 < high and high - low < 0.15
+    # Nothing right out of 8: the interval still reaches far above zero.
+    assert grandfather["n_correct"] == 0 and grandfather["accuracy_ci"][0] == 0.0
+    assert grandfather["accuracy_ci"][1] > 0.3
+    # Recall intervals count documents: every control answer is in the store and retrieved (208 of
+    # 208); grandfather needs 2 documents per question and the oracle retrieves none (0 of 16).
+    assert (control["documents_found"], control["documents_needed"]) == (208, 208)
+    assert control["retrieval_recall_ci"] == list(wilson_ci(208, 208))
+    assert (grandfather["documents_found"], grandfather["documents_needed"]) == (0, 16)
+    assert grandfather["retrieval_recall_ci"] == list(wilson_ci(0, 16))
+    assert control["n_empty_answers"] == 0
+
+
+def test_retriever_alone_has_recall_intervals_and_no_accuracy_interval(tmp_path: Path) -> None:
+    from ragsense.bench.kinship import RetrievalOnlySystem
+    from ragsense.embeddings import load_embedder
+
+    source = generate_kinship_source(6, 3, seed=0)
+    system = RetrievalOnlySystem(None, load_embedder("minilm", cache=True), retrieval="dense")
+    run = run_kinship(source, system, [5], tmp_path, relations=["grandfather"])
+    grandfather = next(r for r in run.results if r["condition"] == "grandfather")
+    assert grandfather["accuracy"] is None and grandfather["accuracy_ci"] is None
+    assert grandfather["documents_needed"] == 2 * grandfather["n"]
+    low, high = grandfather["retrieval_recall_ci"]
+    assert low <= grandfather["retrieval_recall"] <= high
+    settings = json.loads((tmp_path / "run.json").read_text())["settings"]["system_settings"]
+    assert settings["retrieval"] == "dense" and "stop" not in settings  # nothing is generated
+
+
+def test_run_json_records_what_changes_the_answers(tmp_path: Path) -> None:
+    """Retrieval mode, stop strings, token cap, prompt format and the document order it resolves to
+    are in run.json, and a resume with other stop strings is refused."""
+    from ragsense.bench.kinship import PipelineSystem
+    from ragsense.embeddings import load_embedder
+    from ragsense.models import GenerationConfig, load_model
+
+    source = generate_kinship_source(4, 2, seed=0)
+    embedder = load_embedder("minilm", cache=True)
+
+    def system(stop: tuple[str, ...], **kwargs: Any) -> PipelineSystem:
+        generation = GenerationConfig(max_new_tokens=7, stop=stop)
+        return PipelineSystem(load_model("fake"), embedder, generation=generation, **kwargs)
+
+    run = run_kinship(
+        source,
+        system(("\n",), retrieval="dense", prompt_format="plain"),
+        [5],
+        tmp_path / "plain",
+        max_queries=2,
+    )
+    recorded = json.loads((tmp_path / "plain" / "run.json").read_text())["settings"]
+    assert recorded == run.settings
+    answering = recorded["system_settings"]
+    assert answering["retrieval"] == "dense" and answering["stop"] == ["\n"]
+    assert answering["max_new_tokens"] == 7 and answering["prompt_format"] == "plain"
+    assert answering["document_order"] == "best_first" and answering["model"] == "fake"
+
+    run_kinship(source, system(("\n\n",)), [5], tmp_path / "chat", max_queries=2)
+    answering = json.loads((tmp_path / "chat" / "run.json").read_text())["settings"]["system_settings"]
+    assert answering["retrieval"] == "hybrid" and answering["stop"] == ["\n\n"]
+    assert answering["prompt_format"] == "chat" and answering["document_order"] == "best_last"
+    with pytest.raises(ParameterError, match="other settings"):
+        run_kinship(source, system(("\n",)), [5], tmp_path / "chat", max_queries=2, resume=True)

@@ -128,3 +128,20 @@ def test_cli_one_flag_server_generator(tmp_path: Path, capsys: pytest.CaptureFix
     # The fake answers about the last line it was sent, the question: the chat turn reached the server.
     assert all(r["answer"] == f"fake answer about Question: {r['question']}"[:58] for r in records)
     assert not (out / "accuracy_vs_k.png").exists()
+
+
+def test_cli_records_retrieval_and_stops_and_writes_intervals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    argv = ["bench", "kinship", "--names", "4", "--generations", "2", "--k", "5", "--relations", "father"]
+    argv += ["--max-queries", "2", "--model", "fake", "--retrieval", "dense", "--stop", "\\n", "--no-plot"]
+    assert main([*argv, "--out", str(out)]) == 0
+    capsys.readouterr()
+    answering = json.loads((out / "run.json").read_text())["settings"]["system_settings"]
+    assert answering["retrieval"] == "dense" and answering["stop"] == ["\n"]  # the escape decoded
+    assert answering["prompt_format"] == "chat" and answering["document_order"] == "best_last"
+    markdown = (out / "table.md").read_text()
+    assert "## Accuracy (95% Wilson interval)" in markdown and '"retrieval": "dense"' in markdown
+    results = json.loads((out / "results.json").read_text())
+    assert all(r["accuracy_ci"] is not None and r["n_scored"] == 2 for r in results)

@@ -213,6 +213,7 @@ def run_kinship_command(args: argparse.Namespace) -> int:
         "distractor share": args.distractors,
         "hold out": args.hold_out,
         "max queries per condition": args.max_queries,
+        "system settings": run.settings.get("system_settings"),
         "command": "ragsense " + " ".join(sys.argv[1:]) if sys.argv[0].endswith("ragsense") else None,
         "seconds": round(run.seconds, 1),
         "timings (s)": run.timings,

@@ -62,6 +62,22 @@ def _check_share(record: Mapping[str, Any], index: int, field: str) -> None:
         raise InputError(f"must be in [0, 1] (null for no value), got {value!r}", row=index, field=field)
 
 
+def _check_interval(record: Mapping[str, Any], index: int, field: str) -> None:
+    value = record.get(field)
+    if value is None:
+        return
+    ok = (
+        isinstance(value, Sequence)
+        and not isinstance(value, str)
+        and len(value) == 2
+        and all(isinstance(x, numbers.Real) and not isinstance(x, bool) and not math.isnan(x) for x in value)
+    )
+    if not ok or not 0.0 <= float(value[0]) <= float(value[1]) <= 1.0:
+        raise InputError(
+            f"must be [low, high] with 0 <= low <= high <= 1 (or null), got {value!r}", row=index, field=field
+        )
+
+
 def _check_record(record: Any, index: int) -> None:
     if not isinstance(record, Mapping):
         raise InputError(f"expected an object with named fields, got {type(record).__name__}", row=index)
@@ -79,6 +95,8 @@ def _check_record(record: Any, index: int) -> None:
         raise InputError(f"must be a non-negative integer, got {record['n']!r}", row=index, field="n")
     _check_share(record, index, "accuracy")
     _check_share(record, index, "retrieval_recall")
+    _check_interval(record, index, "accuracy_ci")
+    _check_interval(record, index, "retrieval_recall_ci")
     try:
         dumps_json(dict(record))  # extra keys are carried into results.json, so they must be writable
     except (TypeError, ValueError) as exc:
@@ -193,6 +211,33 @@ def format_markdown_table(rows: Sequence[Sequence[str]], columns: Sequence[str])
     return "\n".join([line(head), "| " + " | ".join(rule) + " |", *(line(r) for r in body)])
 
 
+def format_interval(value: float | None, interval: Sequence[float] | None) -> str:
+    """A share with its interval, ``0.50 (0.15–0.85)``; the share alone when there is no interval.
+
+    >>> format_interval(0.5, [0.15, 0.85]), format_interval(0.5, None), format_interval(None, None)
+    ('0.50 (0.15–0.85)', '0.50', '—')
+    """
+    if value is None or interval is None:
+        return format_share(value)
+    return f"{format_share(value)} ({format_share(interval[0])}–{format_share(interval[1])})"
+
+
+def _with_intervals(
+    grid: Sequence[Mapping[str, Any]], ci_grid: Sequence[Mapping[str, Any]], columns: Sequence[str]
+) -> list[dict[str, Any]]:
+    """CSV rows: ``k``, then per condition its share, ``<condition>_low`` and ``<condition>_high``."""
+    out = []
+    for row, ci_row in zip(grid, ci_grid, strict=True):
+        flat: dict[str, Any] = {"k": row["k"]}
+        for c in columns:
+            interval = ci_row[c]
+            flat[c] = row[c]
+            flat[f"{c}_low"] = None if interval is None else interval[0]
+            flat[f"{c}_high"] = None if interval is None else interval[1]
+        out.append(flat)
+    return out
+
+
 def _grid(records: Sequence[Mapping[str, Any]], columns: Sequence[str], field: str) -> list[dict[str, Any]]:
     """One dict per k (ascending): ``{"k": k, condition: value or None, ...}``."""
     by_cell = {(int(r["k"]), r["condition"]): r.get(field) for r in records}
@@ -221,14 +266,36 @@ def _markdown(
     def count(value: Any) -> str:
         return MISSING if value is None else str(value)
 
+    def shares(field: str) -> tuple[str, list[dict[str, Any]], Any]:
+        """The heading, grid and cell format of a share, with its intervals when there are any."""
+        ci = grids.get(f"{field}_ci")
+        if ci is None or all(g[c] is None for g in ci for c in columns):
+            return "", grids[field], format_share
+        cells = [
+            {"k": g["k"], **{c: format_interval(g[c], i[c]) for c in columns}}
+            for g, i in zip(grids[field], ci, strict=True)
+        ]
+        return " (95% Wilson interval)", cells, str
+
     if any(g[c] is not None for g in grids["accuracy"] for c in columns):
-        section("Accuracy", grids["accuracy"], format_share)
+        suffix, grid, fmt = shares("accuracy")
+        section("Accuracy" + suffix, grid, fmt)
     else:  # a retriever alone answers nothing: an all-dash table would only look like a failure
         out.extend(["## Accuracy", "", "No answers were generated (retrieval only).", ""])
-    section("Retrieval recall", grids["retrieval_recall"], format_share)
+    suffix, grid, fmt = shares("retrieval_recall")
+    section("Retrieval recall" + suffix, grid, fmt)
+    if suffix:
+        out.extend(
+            [
+                "Retrieval recall intervals count each needed document (shortest chain) as one trial.",
+                "",
+            ]
+        )
     section("Queries per condition", grids["n"], count)
     if "n_errors" in grids:
         section("Failed queries per condition", grids["n_errors"], count)
+    if "n_empty_answers" in grids:
+        section("Empty answers per condition", grids["n_empty_answers"], count)
     return "\n".join(out)
 
 
@@ -253,7 +320,8 @@ def plot_accuracy_vs_k(
     title: str,
     conditions: Sequence[str] | None = None,
 ) -> Path:
-    """Draw accuracy against k, one line per condition (control thick and black), as a PNG.
+    """Draw accuracy against k, one line per condition (control thick and black), as a PNG. Records
+    with an ``accuracy_ci`` get error bars (each condition's nudged sideways so that they stay apart).
 
     The same input gives byte-identical files: matplotlib's default style (not the user's matplotlibrc)
     and no version stamp in the PNG. Raises :class:`~ragsense.errors.BackendUnavailableError` without
@@ -268,6 +336,7 @@ def plot_accuracy_vs_k(
     _validate(results)
     columns = _columns(results, conditions)
     grid = _grid(results, columns, "accuracy")
+    ci_grid = _grid(results, columns, "accuracy_ci")
     matplotlib = _load_matplotlib()
     # The object API with an explicit Agg canvas: works headless and leaves pyplot's backend alone.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -284,11 +353,31 @@ def plot_accuracy_vs_k(
             # NaN (not None) so matplotlib leaves a gap where a condition had no queries.
             ys = [math.nan if g[condition] is None else float(g[condition]) for g in grid]
             control = condition == CONTROL
+            color = "black" if control else colors[(i - 1) % len(colors)]
+            intervals = [(g["k"], g[condition], c[condition]) for g, c in zip(grid, ci_grid, strict=True)]
+            bars = [(k, float(y), lo_hi) for k, y, lo_hi in intervals if y is not None and lo_hi is not None]
+            if bars:
+                # Each condition's bars nudged by 0.8% of the k range, so that equal cells stay apart.
+                nudge = 0.008 * (max(ks) - min(ks) or 1) * (i - (len(columns) - 1) / 2)
+                ax.errorbar(
+                    [k + nudge for k, _, _ in bars],
+                    [y for _, y, _ in bars],
+                    yerr=[
+                        [max(0.0, y - lo) for _, y, (lo, _) in bars],
+                        [max(0.0, hi - y) for _, y, (_, hi) in bars],
+                    ],
+                    fmt="none",
+                    ecolor=color,
+                    elinewidth=1.0,
+                    capsize=2.5,
+                    alpha=0.55,
+                    zorder=1,
+                )
             ax.plot(
                 ks,
                 ys,
                 label=label(condition),
-                color="black" if control else colors[(i - 1) % len(colors)],
+                color=color,
                 linewidth=2.8 if control else 1.5,
                 marker=markers[i % len(markers)],
                 markersize=5,
@@ -355,8 +444,9 @@ def write_kinship_report(
     ordered = sorted(results, key=lambda r: (int(r["k"]), rank[r["condition"]]))
 
     grids = {field: _grid(ordered, columns, field) for field in ("accuracy", "retrieval_recall", "n")}
-    if any("n_errors" in r for r in ordered):
-        grids["n_errors"] = _grid(ordered, columns, "n_errors")
+    for optional in ("n_errors", "n_empty_answers", "accuracy_ci", "retrieval_recall_ci"):
+        if any(optional in r for r in ordered):
+            grids[optional] = _grid(ordered, columns, optional)
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -366,17 +456,21 @@ def write_kinship_report(
     files.append(_write_text(out / "results.json", pretty))
     files.append(_write_text(out / "table.md", _markdown(title, metadata, columns, grids)))
     # write_csv takes its columns from the rows' keys in order: k, control, then the relations.
+    # With intervals each condition is followed by its <condition>_low and <condition>_high columns.
     for name, field in (("table.csv", "accuracy"), ("retrieval_recall.csv", "retrieval_recall")):
-        write_csv(out / name, grids[field])
+        ci = grids.get(f"{field}_ci")
+        write_csv(out / name, grids[field] if ci is None else _with_intervals(grids[field], ci, columns))
         files.append(out / name)
     table = {
         "title": title,
         "metadata": dict(metadata) if metadata is not None else {},
         "columns": ["k", *columns],
         "column_labels": ["# Retrieved", *(label(c) for c in columns)],
+        "interval": "95% Wilson score" if "accuracy_ci" in grids else None,
         "rows": grids["accuracy"],
         "retrieval_recall_rows": grids["retrieval_recall"],
         "n_rows": grids["n"],
+        **{f"{f}_rows": grids[f] for f in ("accuracy_ci", "retrieval_recall_ci") if f in grids},
     }
     files.append(_write_text(out / "table.json", json.dumps(json.loads(dumps_json(table)), indent=2)))
 

@@ -31,11 +31,14 @@ from ragsense.bench.kinship._systems import KinshipSystem, SystemAnswer
 from ragsense.data import dumps_json
 from ragsense.errors import ParameterError
 from ragsense.evaluation import Needs, RowOutcome, run_rows
+from ragsense.stats import wilson_ci
 
 ANSWERS_FILE = "answers.jsonl"
 RUN_FILE = "run.json"
 ANSWER_FIELDS = ("answer", "correct", "retrieved_ids", "retrieval_recall", "documents_dropped")
 """What the system step adds to each question's record (all None when the question failed)."""
+CI_LEVEL = 0.95
+"""The level of every interval in the results (Wilson score intervals)."""
 SYSTEM_STEP = "system"
 """The ``metric`` of an error record the system under test caused."""
 
@@ -82,6 +85,19 @@ class KinshipRun:
     n_answered: int
     n_resumed: int
     timings: dict[str, float] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    """What ``run.json`` records (the caller's settings, the source, and ``system_settings``)."""
+
+
+def system_settings(system: KinshipSystem) -> dict[str, Any] | None:
+    """What the system reports about itself that changes its answers (retrieval mode, stop strings,
+    prompt format, document order, token cap, ...), or None for a system that reports nothing (a user
+    system: its settings are its own)."""
+    describe = getattr(system, "settings", None)
+    if not callable(describe):
+        return None
+    reported = describe()
+    return dict(reported) if isinstance(reported, Mapping) else None
 
 
 def _sample(queries: Sequence[ConditionQuery], limit: int | None, seed: int) -> list[ConditionQuery]:
@@ -203,12 +219,46 @@ def _failed(record: Mapping[str, Any]) -> bool:
     return bool(record.get("errors"))
 
 
+def _documents_found(rows: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    """(needed documents retrieved, needed documents) summed over the questions with a recall.
+
+    A question needs ``hops`` documents (its shortest chains all have that many steps) and its recall
+    is the best chain's share of them, so ``recall * hops`` is a whole number of documents."""
+    found = needed = 0
+    for r in rows:
+        recall, steps = r.get("retrieval_recall"), r.get("hops")
+        if recall is None or not steps:
+            continue
+        found += round(recall * steps)
+        needed += steps
+    return found, needed
+
+
+def _interval(successes: int, n: int) -> list[float] | None:
+    if n == 0:
+        return None
+    lo, hi = wilson_ci(successes, n, CI_LEVEL)
+    return [lo, hi]
+
+
 def aggregate(
     records: Sequence[Mapping[str, Any]], ks: Sequence[int], names: Sequence[str]
 ) -> list[dict[str, Any]]:
     """One result per (k, condition): accuracy (failed questions, those with ``errors``, count as
     wrong; None when nothing was answered, as with a retriever alone), mean retrieval recall over the
-    queries that have evidence (None when no system reported documents), n, errors, mean hops."""
+    queries that have evidence (None when no system reported documents), n, errors, mean hops.
+
+    Each share comes with its counts and a 95% Wilson interval (:func:`ragsense.stats.wilson_ci`):
+    ``n_correct`` of ``n_scored`` for ``accuracy_ci``; for ``retrieval_recall_ci``, the needed
+    documents retrieved (``documents_found``) of those needed (``documents_needed``), each document
+    counted as one trial. The intervals are None where there is nothing to count.
+
+    >>> rows = [{"k": 5, "condition": "c", "correct": c, "retrieval_recall": 1.0, "hops": 1}
+    ...         for c in (True, True, False)]
+    >>> [cell] = aggregate(rows, [5], ["c"])
+    >>> cell["n_correct"], cell["n_scored"], [round(x, 3) for x in cell["accuracy_ci"]]
+    (2, 3, [0.208, 0.939])
+    """
     out = []
     for k in ks:
         for name in names:
@@ -216,16 +266,23 @@ def aggregate(
             recalls = [r["retrieval_recall"] for r in rows if r.get("retrieval_recall") is not None]
             hops = [r["hops"] for r in rows if r["hops"] is not None]
             scored = [r for r in rows if r.get("correct") is not None or _failed(r)]
+            n_correct = sum(bool(r.get("correct")) for r in scored)
+            found, needed = _documents_found(rows)
             out.append(
                 {
                     "k": k,
                     "condition": name,
-                    "accuracy": (sum(bool(r.get("correct")) for r in scored) / len(scored))
-                    if scored
-                    else None,
+                    "accuracy": (n_correct / len(scored)) if scored else None,
+                    "accuracy_ci": _interval(n_correct, len(scored)),
+                    "n_correct": n_correct,
+                    "n_scored": len(scored),
                     "retrieval_recall": (sum(recalls) / len(recalls)) if recalls else None,
+                    "retrieval_recall_ci": _interval(found, needed) if recalls else None,
+                    "documents_found": found,
+                    "documents_needed": needed,
                     "n": len(rows),
                     "n_errors": sum(1 for r in rows if _failed(r)),
+                    "n_empty_answers": sum(1 for r in rows if r.get("answer") == ""),
                     "mean_hops": (sum(hops) / len(hops)) if hops else None,
                     "n_unanswerable": sum(1 for r in rows if r["hops"] is None),
                 }
@@ -333,6 +390,9 @@ async def arun_kinship(
         "max_queries": max_queries,
         "system": system.name,
     }
+    answering = system_settings(system)
+    if answering is not None:
+        full_settings["system_settings"] = answering
     _check_previous(out, full_settings, resume, overwrite)
     (out / RUN_FILE).write_text(dumps_json({"settings": full_settings}) + "\n", encoding="utf-8")
     sampled = [_sample(c.queries, max_queries, source.seed) for c in conditions]
@@ -366,6 +426,7 @@ async def arun_kinship(
     return KinshipRun(
         results=aggregate(records, ks, [c.name for c in conditions]),
         answers_path=answers_path,
+        settings=full_settings,
         seconds=time.perf_counter() - start,
         n_answered=stats.n_rows - stats.n_resumed,
         n_resumed=stats.n_resumed,

@@ -114,6 +114,41 @@ class PipelineSystem:
             return "none"
         return resolve_prompt_format(self.prompt_format, self.generator)
 
+    @property
+    def document_order_used(self) -> str:
+        """``best_first`` or ``best_last``: the order the documents are listed in the prompt."""
+        if self.prompt.ordered(["best", "next"], chat=self.prompt_format_used == "chat")[0] == "best":
+            return "best_first"
+        return "best_last"
+
+    def _retriever_settings(self) -> dict[str, Any]:
+        return {
+            "retrieval": self.retrieval,
+            "store": self.store_kind,
+            "embedder": self.embedder.name,
+            "embedder_fingerprint": self.embedder.fingerprint,
+        }
+
+    def settings(self) -> dict[str, Any]:
+        """Everything of this pipeline that changes its answers, as recorded in ``run.json``: the
+        retriever, the generator, the prompt as resolved for it (format, document order, few-shot
+        examples) and the decoding (stop strings, token cap, temperature)."""
+        out = self._retriever_settings()
+        if self.generator is not None:
+            out.update(
+                model=self.generator.info.name,
+                model_fingerprint=self.generator.info.fingerprint,
+                prompt_version=self.prompt.version,
+                prompt_format=self.prompt_format_used,
+                document_order=self.document_order_used,
+                few_shot_examples=len(self.prompt.examples),
+                max_new_tokens=self.generation.max_new_tokens,
+                stop=list(self.generation.stop),
+                temperature=self.generation.temperature,
+                answer="first non-empty line of the generation",
+            )
+        return out
+
     def store(self, condition: KinshipCondition, source_id: str) -> VectorStore:
         if source_id not in self._stores:
             start = time.perf_counter()
@@ -173,6 +208,10 @@ class RetrievalOnlySystem(PipelineSystem):
     """
 
     name: str = "ragsense retriever only"
+
+    def settings(self) -> dict[str, Any]:
+        """The retriever's settings (nothing is generated)."""
+        return self._retriever_settings()
 
     async def answer_condition(
         self, condition: KinshipCondition, questions: Sequence[str], k: int, *, source_id: str
