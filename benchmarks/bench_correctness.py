@@ -17,7 +17,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
@@ -51,11 +51,13 @@ def main() -> None:
     train, _ = squad_split(args.data, None, 0)
     contexts = [s.context for s in train[: args.items]]
 
+    local: Any = pm  # a local transformers model: its tokenizer, body and head
+
     def raw(context: str) -> None:
-        ids = torch.tensor([pm.tokenizer(context)["input_ids"]])
+        ids = torch.tensor([local.tokenizer(context)["input_ids"]])
         with torch.inference_mode():
-            states, _ = pm.forward_hidden(ids)
-            pm.lm_head(states[0])
+            states, _ = local.forward_hidden(ids)
+            local.lm_head(states[0])
 
     raw(contexts[0])  # warm-up
     raw_s = _time(raw, contexts)
@@ -63,7 +65,12 @@ def main() -> None:
     modes: dict[str, float] = {}
     for fill in ("left", "infill"):
         for where in ("entropy", "random"):
-            for how, window in (("single_shot", 16), ("iterative", 16), ("iterative", None)):
+            hows: tuple[tuple[Literal["single_shot", "iterative"], int | None], ...] = (
+                ("single_shot", 16),
+                ("iterative", 16),
+                ("iterative", None),
+            )
+            for how, window in hows:
                 if how == "iterative" and window is None and where == "random":
                     continue  # random picks re-score nothing: the window does not apply
                 settings = PerturbationSettings(

@@ -1,15 +1,23 @@
-"""The correctness paper's ablation tables (Zhang et al., Tables 2-9) with the bundled models.
+"""The correctness paper's ablation tables (Zhang et al., Tables 2-9) with the bundled models, and the
+markdown of the ``correctness-squad`` evaluation-split figures.
 
-    .venv/bin/python benchmarks/correctness_tables.py --n 100            # compute (resumable)
-    .venv/bin/python benchmarks/correctness_tables.py --n 100 --tables   # print the markdown tables
+    .venv/bin/python benchmarks/correctness_tables.py --n 140            # compute (resumable)
+    .venv/bin/python benchmarks/correctness_tables.py --n 140 --tables   # print the ablation tables
+    .venv/bin/python benchmarks/correctness_tables.py --report runs/c13/correctness   # split figures
 
-Samples: the first ``--n`` samples of the training part of the ``correctness-squad`` split (seed 0).
-Each configuration's features are extracted (the Baseline and Normal conditions come from the shared
-feature cache, so only the perturbation and the Perturbed condition are computed per configuration),
-then every sample is predicted by a 2,100-tree forest fitted on the other folds (5-fold cross-
-validation), and the paper's metrics are computed over all ``n`` out-of-fold predictions. With small
-``n`` this is steadier than one 70/30 split. One JSON line per (configuration, metric) is appended to
-``--out``; configurations already there are skipped, so an interrupted run resumes.
+Samples: the first ``--n`` samples of the training part of the ``correctness-squad`` split (seed 0,
+split by paragraph). Each configuration's features are extracted (the Baseline and Normal conditions
+come from the shared feature cache, so only the perturbation and the Perturbed condition are computed
+per configuration), then every sample is predicted by a 2,100-tree forest fitted on the other folds
+(5-fold cross-validation, every paragraph whole in one fold), and the paper's metrics are computed
+over all ``n`` out-of-fold predictions, beside the always-correct / always-incorrect baselines and
+the AUROC of the Normal answer's NLL alone. One JSON line per (configuration, metric, features) is
+appended to ``--out``; configurations already there are skipped, so an interrupted run resumes.
+The default configuration also gets a row without any Perturbed-condition feature: no perturbation.
+
+``--report DIR`` prints, from the ``figures.json`` that ``ragsense experiment correctness-squad --out
+DIR`` wrote, the markdown tables quoted in docs/results.md (no model is loaded). The paper's own
+figures are quoted only in the docs, never printed here.
 """
 
 from __future__ import annotations
@@ -21,21 +29,33 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ragsense.cache import cache_dir
 from ragsense.correctness import (
     DEFAULT_AGGREGATES,
     DEFAULT_THRESHOLDS,
-    CorrectnessEstimator,
     FeatureExtractor,
     PerturbationSettings,
     SampleFeatures,
     correctness_targets,
     evaluate_estimates,
+    feature_names,
 )
-from ragsense.experiments._correctness import squad_split
+from ragsense.correctness._estimator import DEFAULT_TREES
+from ragsense.correctness._targets import Metric
+from ragsense.experiments._correctness import (
+    FOLDS,
+    forest_fit_predict,
+    grouped_folds,
+    out_of_fold,
+    paragraph_of,
+    squad_split,
+)
 from ragsense.models import load_model
+from ragsense.stats import bootstrap_ci, roc_auc
 
 DEFAULT = PerturbationSettings()
 # (name, PM, settings): cheap and central ones first, so a cut-short run still fills the main tables.
@@ -54,35 +74,61 @@ CONFIGS: list[tuple[str, str, PerturbationSettings]] = [
     ("gemma-ss-rd", "gemma3-270m", PerturbationSettings(how="single_shot", where="random")),
     ("gemma-it-rd", "gemma3-270m", PerturbationSettings(where="random")),
 ]
+METRICS: tuple[Metric, ...] = ("cosine", "rouge_f1", "rouge_precision")
 
 
 def cross_validated(
     features: list[SampleFeatures],
     targets: list[float],
+    groups: list[str],
     *,
-    metric: str,
     aggregates: tuple[str, ...],
-    folds: int = 5,
+    without_perturbed: bool = False,
+    n_trees: int = DEFAULT_TREES,
+    folds: int = FOLDS,
 ) -> list[float]:
-    """Out-of-fold predictions: sample i is predicted by a forest that never saw it."""
-    predictions = [0.0] * len(features)
-    for fold in range(folds):
-        test = [i for i in range(len(features)) if i % folds == fold]
-        train = [i for i in range(len(features)) if i % folds != fold]
-        est = CorrectnessEstimator(aggregates=aggregates, target_metric=metric)  # type: ignore[arg-type]
-        est.fit([features[i] for i in train], [targets[i] for i in train])
-        for i, p in zip(test, est.predict([features[i] for i in test]).tolist(), strict=True):
-            predictions[i] = p
-    return predictions
+    """Out-of-fold predictions: sample i is predicted by a forest that saw no sample of its paragraph."""
+    names = feature_names(aggregates)
+    keep = [j for j, name in enumerate(names) if not (without_perturbed and name.startswith("perturbed."))]
+    x = np.asarray([f.vector(aggregates) for f in features], dtype=np.float64)[:, keep]
+    fold = grouped_folds(groups, folds, seed=0)
+    fit_predict = forest_fit_predict(n_trees, 0)
+    return [float(v) for v in out_of_fold(x, np.asarray(targets, dtype=np.float64), fold, fit_predict)]
+
+
+def cv_figures(
+    predicted: list[float], targets: list[float], features: list[SampleFeatures], t: float
+) -> dict[str, Any]:
+    """The paper's metrics of out-of-fold predictions, with the AUROC's bootstrap interval and the
+    baselines beside them: always correct / always incorrect, and the Normal answer's NLL alone."""
+    figures = evaluate_estimates(predicted, targets, t)
+    label = np.asarray(targets) >= t
+    pred = np.asarray(predicted)
+    nll = -np.asarray([f.normal.nll["output"]["mean"] for f in features])
+    share = float(label.mean())
+    figures.update(
+        auroc_ci95=None,
+        output_nll_auroc=None,
+        always_incorrect_accuracy=round(1 - share, 4),
+        always_correct_accuracy=round(share, 4),
+        always_correct_f1=round(2 * share / (1 + share), 4),
+    )
+    if 0 < label.sum() < label.size:
+        lo, hi = bootstrap_ci(roc_auc, pred[label], pred[~label], n=2000, seed=0)
+        figures["auroc_ci95"] = [round(lo, 4), round(hi, 4)]
+        figures["output_nll_auroc"] = round(roc_auc(nll[label], nll[~label]), 4)
+    return figures
 
 
 def compute(args: argparse.Namespace) -> None:
     import torch
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    done = {json.loads(x)["config"] for x in out.read_text().splitlines()} if out.exists() else set()
+    done = set()
+    if out.exists():
+        done = {r["config"] for r in map(json.loads, out.read_text().splitlines()) if "folds" in r}
     base = load_model("smollm2-135m")
     models: dict[str, Any] = {"same": base}
     train, _ = squad_split(args.data, None, 0)
@@ -97,29 +143,40 @@ def compute(args: argparse.Namespace) -> None:
         extractor = FeatureExtractor(
             base, models[pm_name], settings=settings, cache_dir=cache_dir() / "correctness"
         )
-        results = extractor.extract_many(samples, progress=True)
+        results = extractor.extract_many(samples)
         extractor.close()
         seconds = time.perf_counter() - started
         keep = [(f, s) for f, s in zip(results, samples, strict=True) if isinstance(f, SampleFeatures)]
         features = [f for f, _ in keep]
-        metrics = ["cosine", "rouge_f1", "rouge_precision"] if name == "default" else ["cosine"]
-        aggregate_sets: list[tuple[str, ...]] = (
-            [("mean",), DEFAULT_AGGREGATES] if name == "default" else [DEFAULT_AGGREGATES]
+        groups = [paragraph_of(s) for _, s in keep]
+        metrics = METRICS if name == "default" else METRICS[:1]
+        # (aggregates, without the Perturbed condition): the default also gets the mean-only and the
+        # no-perturbation rows.
+        variants: list[tuple[tuple[str, ...], bool]] = (
+            [(("mean",), False), (DEFAULT_AGGREGATES, False), (DEFAULT_AGGREGATES, True)]
+            if name == "default"
+            else [(DEFAULT_AGGREGATES, False)]
         )
         with out.open("a", encoding="utf-8") as handle:
             for metric in metrics:
-                targets = correctness_targets(
-                    [f.answer for f in features], [s.references for _, s in keep], metric
-                )  # type: ignore[arg-type]
-                for aggregates in aggregate_sets:
-                    predicted = cross_validated(features, targets, metric=metric, aggregates=aggregates)
-                    figures = evaluate_estimates(predicted, targets, DEFAULT_THRESHOLDS[metric])
+                refs = [s.references for _, s in keep]
+                targets = correctness_targets([f.answer for f in features], refs, metric)
+                for aggregates, without in variants:
+                    if without and metric != "cosine":
+                        continue
+                    predicted = cross_validated(
+                        features, targets, groups, aggregates=aggregates, without_perturbed=without
+                    )
+                    figures = cv_figures(predicted, targets, features, DEFAULT_THRESHOLDS[metric])
                     record = {
                         "config": name,
+                        "folds": f"{FOLDS}-fold, grouped by paragraph",
                         "pm": models[pm_name].info.name,
-                        "perturbation": settings.label,
+                        "perturbation": "none (Perturbed features left out)" if without else settings.label,
                         "metric": metric,
                         "aggregates": list(aggregates),
+                        "without_perturbed": without,
+                        "paragraphs": len(set(groups)),
                         "errors": len(samples) - len(features),
                         "seconds_per_sample": round(seconds / len(samples), 3),
                         **figures,
@@ -129,98 +186,107 @@ def compute(args: argparse.Namespace) -> None:
                     print(json.dumps(record), flush=True)
 
 
+def _ci(value: list[float] | None) -> str:
+    return "" if value is None else f" [{value[0]:.3f}, {value[1]:.3f}]"
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
 def tables(args: argparse.Namespace) -> None:
-    rows = [json.loads(x) for x in Path(args.out).read_text().splitlines()]
+    """The ablation tables (markdown) from ``--out``; records of the superseded question-level folds
+    (no ``folds`` field) are left out."""
+    every = [json.loads(x) for x in Path(args.out).read_text().splitlines()]
+    rows = [r for r in every if "folds" in r]
+    if len(rows) < len(every):
+        print(f"({len(every) - len(rows)} records without paragraph-grouped folds left out)\n")
     main = list(DEFAULT_AGGREGATES)
-    cos = {r["config"]: r for r in rows if r["metric"] == "cosine" and r["aggregates"] == main}
-
-    def line(label: str, r: dict[str, Any] | None, paper: str) -> str:
-        if r is None:
-            return f"| {label} | not run | | | | {paper} |"
-        auroc = "n/a" if r["auroc"] is None else f"{r['auroc']:.3f}"
-        return f"| {label} | {r['accuracy']:.3f} | {r['f1']:.3f} | {auroc} | {r['mse']:.4f} | {paper} |"
-
-    head = (
-        "| setting | Acc | F1 | AUROC | MSE | paper (Llama3-8b): Acc / F1 / AUROC |\n"
-        "|---|---|---|---|---|---|"
-    )
-    print("Number of perturbations (IT-EN, PM = BM):\n" + head)
-    paper_k = {
-        5: "0.710 / 0.791 / 0.735",
-        10: "0.697 / 0.737 / 0.773",
-        15: "0.712 / 0.753 / 0.773",
-        20: "0.709 / 0.748 / 0.765",
-        25: "0.679 / 0.769 / 0.698",
+    cos = {
+        r["config"]: r
+        for r in rows
+        if r["metric"] == "cosine" and r["aggregates"] == main and not r["without_perturbed"]
     }
+
+    def line(label: str, r: dict[str, Any] | None) -> str:
+        if r is None:
+            return f"| {label} | not run | | | | | |"
+        return (
+            f"| {label} | {r['n']} ({r['positives']}) | {_num(r['auroc'])}{_ci(r['auroc_ci95'])} | "
+            f"{_num(r['output_nll_auroc'])} | {r['accuracy']:.3f} ({r['always_incorrect_accuracy']:.3f}) | "
+            f"{r['f1']:.3f} ({r['always_correct_f1']:.3f}) | {r['mse']:.4f} |"
+        )
+
+    print(
+        "| setting | n (positives) | AUROC [95% CI] | output-NLL AUROC | Acc (always incorrect) | "
+        "F1 (always correct) | MSE |\n|---|---|---|---|---|---|---|"
+    )
+    print("| **Number of perturbations** (IT-EN, PM = BM) | | | | | | |")
     for k in (5, 10, 15, 20, 25):
-        print(line(f"K={k}", cos.get("default" if k == 15 else f"k{k}"), paper_k[k]))
-    print("\nSingle shot vs iterative, entropy vs random (K=15, PM = BM):\n" + head)
-    for label, key, paper in (
-        ("SS-EN", "ss-en", "0.740 / 0.782 / 0.797"),
-        ("IT-EN", "default", "0.718 / 0.754 / 0.785"),
-        ("SS-RD", "ss-rd", "0.731 / 0.779 / 0.789"),
-        ("IT-RD", "it-rd", "0.729 / 0.762 / 0.806"),
+        print(line(f"K = {k}", cos.get("default" if k == 15 else f"k{k}")))
+    print("| **Single shot vs iterative, entropy vs random** (K = 15, PM = BM) | | | | | | |")
+    for label, key in (("SS-EN", "ss-en"), ("IT-EN", "default"), ("SS-RD", "ss-rd"), ("IT-RD", "it-rd")):
+        print(line(label, cos.get(key)))
+    print("| **Perturbation model** (K = 15) | | | | | | |")
+    for label, key in (
+        ("IT-EN, PM = BM (SmolLM2-135M)", "default"),
+        ("IT-EN, PM = Gemma-3-270M", "gemma-it-en"),
+        ("SS-EN, PM = BM", "ss-en"),
+        ("SS-EN, PM = Gemma-3-270M", "gemma-ss-en"),
+        ("IT-RD, PM = Gemma-3-270M", "gemma-it-rd"),
+        ("SS-RD, PM = Gemma-3-270M", "gemma-ss-rd"),
     ):
-        print(line(label, cos.get(key), paper))
-    print("\nPerturbation model (K=15): same (SmolLM2) vs other family (Gemma 3):\n" + head)
-    for label, key, paper in (
-        ("IT-EN, PM SmolLM2 (same)", "default", "Llama3-8b itself: 0.718 / 0.754 / 0.785"),
-        ("IT-EN, PM Gemma-3-270M", "gemma-it-en", "T5-3b: 0.726 / 0.801 / 0.736"),
-        ("SS-EN, PM SmolLM2 (same)", "ss-en", "Llama3-8b itself: 0.740 / 0.782 / 0.797"),
-        ("SS-EN, PM Gemma-3-270M", "gemma-ss-en", "T5-3b: 0.715 / 0.751 / 0.779"),
-        ("IT-RD, PM Gemma-3-270M", "gemma-it-rd", "T5-3b: 0.737 / 0.773 / 0.807"),
-        ("SS-RD, PM Gemma-3-270M", "gemma-ss-rd", "T5-3b: 0.724 / 0.759 / 0.800"),
-    ):
-        print(line(label, cos.get(key), paper))
-    print("\nFill (IT-EN, K=15):\n" + head)
-    print(line("left context", cos.get("default"), "-"))
-    print(line("infill (left + 4 right tokens, 4 candidates)", cos.get("infill"), "-"))
-    print("\nTarget correctness metric (default setting):\n" + head)
-    by_metric = {r["metric"]: r for r in rows if r["config"] == "default" and r["aggregates"] == main}
-    for metric, paper in (
-        ("cosine", "0.710 / 0.791 / 0.735 (MSE 0.004)"),
-        ("rouge_f1", "0.778 / 0.715 / 0.719 (MSE 0.016)"),
-        ("rouge_precision", "0.621 / 0.574 / 0.640 (MSE 0.008)"),
-    ):
-        print(line(f"{metric} (t={DEFAULT_THRESHOLDS[metric]})", by_metric.get(metric), paper))
-    print("\nNLL summary per place (default setting, cosine):\n" + head)
+        print(line(label, cos.get(key)))
+    print("| **Fill** (IT-EN, K = 15) | | | | | | |")
+    print(line("left context", cos.get("default")))
+    print(line("infill (left + 4 right tokens, 4 candidates)", cos.get("infill")))
+    print("| **Target metric** (default setting) | | | | | | |")
+    by_metric = {
+        r["metric"]: r
+        for r in rows
+        if r["config"] == "default" and r["aggregates"] == main and not r["without_perturbed"]
+    }
+    for metric in METRICS:
+        print(line(f"{metric}, t = {DEFAULT_THRESHOLDS[metric]}", by_metric.get(metric)))
+    print("| **Features** (default setting, cosine) | | | | | | |")
     for r in rows:
         if r["config"] == "default" and r["metric"] == "cosine":
-            print(line("+".join(r["aggregates"]), r, "mean (the paper's)"))
+            what = "+".join(r["aggregates"]) + (", no Perturbed condition" if r["without_perturbed"] else "")
+            print(line(what, r))
     print("\nSeconds per sample (perturbation + Perturbed condition; Baseline/Normal cached):")
     for r in rows:
-        if r["metric"] == "cosine" and r["aggregates"] == main:
+        if r["metric"] == "cosine" and r["aggregates"] == main and not r["without_perturbed"]:
             setting = f"{r['pm']}, {r['perturbation']}, n={r['n']}, errors {r['errors']}"
             print(f"- {r['config']}: {r['seconds_per_sample']} s ({setting})")
 
 
 def forest_check(args: argparse.Namespace) -> None:
-    """Random-forest settings on the same cross-validation (default features, 300 trees for speed)."""
+    """Random-forest settings on the same grouped cross-validation (default features, 300 trees)."""
     from sklearn.ensemble import RandomForestRegressor
 
     base = load_model("smollm2-135m")
     train, _ = squad_split(args.data, None, 0)
     samples = train[: args.n]
     extractor = FeatureExtractor(base, settings=DEFAULT, cache_dir=cache_dir() / "correctness")
-    features = [f for f in extractor.extract_many(samples) if isinstance(f, SampleFeatures)]
-    targets = correctness_targets([f.answer for f in features], [s.references for s in samples], "cosine")
+    results = extractor.extract_many(samples)
+    extractor.close()
+    keep = [(f, s) for f, s in zip(results, samples, strict=True) if isinstance(f, SampleFeatures)]
+    features = [f for f, _ in keep]
+    targets = correctness_targets([f.answer for f in features], [s.references for _, s in keep], "cosine")
+    fold = grouped_folds([paragraph_of(s) for _, s in keep], FOLDS, seed=0)
+    y = np.asarray(targets, dtype=np.float64)
     for aggregates in (("mean",), DEFAULT_AGGREGATES):
-        x = [f.vector(aggregates) for f in features]
+        x = np.asarray([f.vector(aggregates) for f in features], dtype=np.float64)
         for leaf in (1, 5, 10, 20):
             for max_features in (1.0, 0.33):
-                predicted = [0.0] * len(x)
-                for fold in range(5):
-                    test = [i for i in range(len(x)) if i % 5 == fold]
-                    fit = [i for i in range(len(x)) if i % 5 != fold]
+
+                def fit_predict(a: Any, b: Any, c: Any, leaf: int = leaf, mf: float = max_features) -> Any:
                     forest = RandomForestRegressor(
-                        n_estimators=300,
-                        random_state=0,
-                        n_jobs=2,
-                        min_samples_leaf=leaf,
-                        max_features=max_features,
-                    ).fit([x[i] for i in fit], [targets[i] for i in fit])
-                    for i, v in zip(test, forest.predict([x[i] for i in test]).tolist(), strict=True):
-                        predicted[i] = v
+                        n_estimators=300, random_state=0, n_jobs=2, min_samples_leaf=leaf, max_features=mf
+                    )
+                    return forest.fit(a, b).predict(c)
+
+                predicted = [float(v) for v in out_of_fold(x, y, fold, fit_predict)]
                 result = evaluate_estimates(predicted, targets, DEFAULT_THRESHOLDS["cosine"])
                 print(
                     f"{'+'.join(aggregates):9} min_leaf={leaf:<3} max_features={max_features:<5} "
@@ -228,57 +294,119 @@ def forest_check(args: argparse.Namespace) -> None:
                 )
 
 
-def split_details(args: argparse.Namespace) -> None:
-    """The default setting on the ``--limit 300`` split: the threshold sweep of the evaluation estimates,
-    single-feature AUROCs over all 300 samples, and how often the answer changes between conditions."""
-    import tempfile
-
-    from ragsense.experiments._correctness import correctness_squad
-    from ragsense.stats import roc_auc
-
-    with tempfile.TemporaryDirectory() as tmp:
-        correctness_squad(limit=300, out=tmp, cache=str(cache_dir() / "correctness"))
-        rows = [json.loads(x) for x in (Path(tmp) / "eval.jsonl").read_text().splitlines()]
-    estimates, targets = [r["estimate"] for r in rows], [r["target"] for r in rows]
-    for t in (0.5, 0.6, 0.7, 0.8, 0.9):
-        print("threshold", json.dumps(evaluate_estimates(estimates, targets, t)))
-    base = load_model("smollm2-135m")
-    train, evaluation = squad_split(args.data, 300, 0)
-    samples = train + evaluation
-    extractor = FeatureExtractor(base, settings=DEFAULT, cache_dir=cache_dir() / "correctness")
-    features = [f for f in extractor.extract_many(samples) if isinstance(f, SampleFeatures)]
-    y = correctness_targets([f.answer for f in features], [s.references for s in samples], "cosine")
-    label = [v >= DEFAULT_THRESHOLDS["cosine"] for v in y]
-    names = CorrectnessEstimator().feature_names
-    vectors = [f.vector(DEFAULT_AGGREGATES) for f in features]
-    ranked = []
-    for j, name in enumerate(names):
-        pos = [-v[j] for v, lab in zip(vectors, label, strict=True) if lab]
-        neg = [-v[j] for v, lab in zip(vectors, label, strict=True) if not lab]
-        ranked.append((roc_auc(pos, neg), name))
-    for auroc, name in sorted(ranked, reverse=True)[:6]:
-        print(f"single feature {name}: AUROC {auroc:.3f} (lower NLL ranks higher; n={len(y)})")
-    same_perturbed = sum(f.perturbed.answer == f.normal.answer for f in features)
-    same_baseline = sum(f.baseline.answer == f.normal.answer for f in features)
+def report(args: argparse.Namespace) -> None:
+    """Markdown of the evaluation-split figures in ``DIR/figures.json`` (no model is loaded)."""
+    f = json.loads((Path(args.report) / "figures.json").read_text())
+    sp = f["split"]
     print(
-        f"answers equal to the Normal one: perturbed {same_perturbed}, baseline {same_baseline} of {len(y)}"
+        f"Split by paragraph: {sp['n_train']} training questions from {sp['paragraphs_train']} "
+        f"paragraphs, {sp['n_eval']} evaluation questions from {sp['paragraphs_eval']} paragraphs, "
+        f"{sp['paragraphs_shared']} paragraphs shared. Correct (target >= t = {f['threshold']}): "
+        f"{sp['train_positives']} training, {sp['eval_positives']} evaluation "
+        f"(share {sp['eval_positive_share']:.3f}{_ci(sp['eval_positive_share_ci95'])}, Wilson).\n"
+    )
+    forest, base = f["forest"], f["baselines"]
+
+    def cls(c: dict[str, Any]) -> str:
+        return f"{c['accuracy']:.3f}{_ci(c['accuracy_ci95'])} | {c['f1']:.3f}{_ci(c.get('f1_ci95'))}"
+
+    print("| predictor (evaluation part) | AUROC [95% CI] | Acc [95% CI] | F1 [95% CI] | MSE |")
+    print("|---|---|---|---|---|")
+    print(f"| always incorrect | 0.5 | {cls(base['always_incorrect'])} | |")
+    print(f"| always correct | 0.5 | {cls(base['always_correct'])} | |")
+    print(f"| the training part's mean target as every estimate | 0.5 | | | {base['train_mean_mse']:.4f} |")
+    if "output_nll" in f:
+        o = f["output_nll"]
+        print(
+            f"| {o['name']} alone (lower = correct, fixed in advance) | "
+            f"{_num(o['auroc'])}{_ci(o['auroc_ci95'])} | | | |"
+        )
+    if "best_single_feature" in f:
+        b = f["best_single_feature"]
+        print(
+            f"| best single feature on the training part: {b['name']} (training AUROC "
+            f"{b['train_auroc']:.3f}) | {_num(b['eval_auroc'])}{_ci(b['eval_auroc_ci95'])} | | | |"
+        )
+    if "forest_without_perturbed" in f:
+        w = f["forest_without_perturbed"]
+        print(
+            f"| forest without the Perturbed condition ({w['n_features']} features) | "
+            f"{_num(w['auroc'])}{_ci(w['auroc_ci95'])} | | | {w['mse']:.4f} |"
+        )
+    auroc = f"**{_num(forest['auroc'])}**{_ci(forest['auroc_ci95'])}"
+    print(
+        f"| forest, all {forest['n_features']} features, estimate >= t = {f['threshold']} | {auroc} | "
+        f"{cls(forest['at_t'])} | {forest['mse']:.4f} |"
+    )
+    tt = forest["at_train_threshold"]
+    print(
+        f"| forest, estimate >= {tt['decision_threshold']:.3f} (picked on the training part) | {auroc} | "
+        f"{cls(tt)} | {forest['mse']:.4f} |"
+    )
+    print("\nDeLong paired tests on the evaluation part (forest minus the other):\n")
+    for key, label, field in (
+        ("forest_without_perturbed", "the forest without the Perturbed condition", "forest_minus_this"),
+        ("output_nll", "the output NLL alone", "forest_minus_feature"),
+        ("best_single_feature", "the best training-part single feature", "forest_minus_feature"),
+    ):
+        d = f.get(key, {}).get(field)
+        if d:
+            print(
+                f"- vs {label}: difference {d['difference']:+.3f} (se {d['se']:.3f}, z {d['z']:.2f}, "
+                f"p = {d['p_value']:.3f})"
+            )
+    cv = f["train_cv"]
+    print(
+        f"\nTraining part, {cv['folds']}-fold cross-validation grouped by paragraph: AUROC "
+        f"{_num(cv['auroc'])}{_ci(cv['auroc_ci95'])}, MSE {cv['mse']:.4f}; the decision threshold with "
+        f"the highest F1 there: {cv['decision_threshold']:.3f} (F1 {cv['f1_at_decision_threshold']:.3f}).\n"
+    )
+    print("| forecast of P(correct), evaluation part | Brier [95% CI] | ECE (10 bins) |")
+    print("|---|---|---|")
+    cal = f["calibration"]
+    share = cal["constant_train_share"]["p"]
+    for key, label in (
+        ("constant_train_share", f"the training part's share correct ({share:.3f}) for every answer"),
+        ("estimate", "the forest's estimate read as P(correct)"),
+        ("platt", "the estimate Platt-scaled on the training part's out-of-fold estimates"),
+    ):
+        if key in cal:
+            c = cal[key]
+            print(f"| {label} | {c['brier']:.4f}{_ci(c['brier_ci95'])} | {c['ece']:.4f} |")
+    for key in ("estimate", "platt"):
+        if key in cal:
+            print(f"\nReliability, {key} (bin: n, mean predicted, observed [Wilson 95% CI]):")
+            for b in cal[key]["reliability"]:
+                print(
+                    f"- [{b['lo']:.1f}, {b['hi']:.1f}): {b['n']}, {b['mean_predicted']:.3f}, "
+                    f"{b['observed']:.3f}{_ci(b['observed_ci95'])}"
+                )
+    print("\nSingle features, chosen and signed on the training part (its top 5):\n")
+    print("| feature | training AUROC | evaluation AUROC [95% CI] |\n|---|---|---|")
+    for s in f["single_features"]:
+        print(
+            f"| {s['name']} | {s['train_auroc']:.3f} | {_num(s['eval_auroc'])}{_ci(s['eval_auroc_ci95'])} |"
+        )
+    a = f["answers_equal_to_normal"]
+    print(
+        f"\nAnswers equal to the Normal one ({a['n']} samples, both parts): Perturbed {a['perturbed']}, "
+        f"Baseline {a['baseline']}."
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=100, help="training-part samples used")
+    parser.add_argument("--n", type=int, default=140, help="training-part samples used")
     parser.add_argument("--data", default=None)
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--configs", help="comma-separated subset of configuration names")
     parser.add_argument("--out", default="docs/results/correctness/ablation.jsonl")
     parser.add_argument("--tables", action="store_true", help="print the tables from --out and exit")
     parser.add_argument("--forest-check", action="store_true", help="compare random-forest settings and exit")
-    parser.add_argument(
-        "--split-details", action="store_true", help="threshold sweep and single features, limit 300"
-    )
+    parser.add_argument("--report", metavar="DIR", help="print the figures of DIR/figures.json and exit")
     args = parser.parse_args()
-    if args.split_details:
-        split_details(args)
+    if args.report:
+        report(args)
     elif args.forest_check:
         forest_check(args)
     elif args.tables:
