@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ragsense.consens import DEFAULT_AGGREGATION, Aggregation, verdict
+from ragsense.consens import ATTRIBUTION_AGGREGATION, DEFAULT_AGGREGATION, Aggregation, verdict
 from ragsense.experiments._figures import delong_against, verdict_figures
 
 MODELS = ("smollm2-135m", "gemma3-270m")
@@ -39,11 +39,34 @@ def _load(root: Path, model: str, name: str) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     figures: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    if name == "consens-pubmedqa-attribution":
+        _attribution_default(figures, root / model / f"{name}.jsonl.gz")
     if name in PAIR_KEYS:
         _with_current_default(
             figures, root / model / f"{name}.jsonl.gz", PAIR_KEYS[name], name in ANSWER_LEVEL
         )
     return figures
+
+
+def _attribution_default(figures: dict[str, Any], items: Path) -> None:
+    """Attribution ranks documents by ATTRIBUTION_AGGREGATION: recompute DeLong against it."""
+    with gzip.open(items, "rt", encoding="utf-8") as fh:
+        records = [json.loads(line) for line in fh if line.strip()]
+    pairs = {}
+    for a in Aggregation:
+        with_right, without = [], []
+        for r in records:
+            c = r["correct_position"]
+            s = [d["consens_without_by_aggregation"][a.value] for d in r["result"]["attribution"]]
+            with_right.append(min(x for k, x in enumerate(s) if k != c))
+            without.append(s[c])
+        pairs[a.value] = (with_right, without)
+    default = ATTRIBUTION_AGGREGATION.value
+    figures["default_aggregation"] = default
+    # The similarity scores are not in the per-item file: only the aggregations are compared.
+    figures["delong_default_vs"] = delong_against(
+        pairs[default], {k: v for k, v in pairs.items() if k != default}
+    )
 
 
 def _with_current_default(figures: dict[str, Any], items: Path, keys: tuple[str, str], answers: bool) -> None:
@@ -99,17 +122,23 @@ def table(root: Path, name: str, title: str) -> str:
                 else ""
             )
             cells.append(f"{_auroc(c)}{top1}; higher in {_paired(c)}{vs}")
-        lines.append(f"| {LABEL.get(agg, agg)} | " + " | ".join(cells) + " |")
+        defaults = {f["default_aggregation"] for f in runs.values()}
+        label = LABEL.get(agg, agg) if agg != "q25" or "q25" in defaults else "q25"
+        if agg in defaults and agg != "q25":
+            label = f"{agg} (default for attribution)"
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     for mode in ("whole", "max_chunk"):
         cells = []
         for f in runs.values():
             c = f["baseline_similarity"][mode]
             top1 = f" / top-1 {c['top1_accuracy']:.1%}" if "top1_accuracy" in c else ""
-            delong = f["delong_default_vs"][f"similarity_{mode}"]
-            cells.append(
-                f"{_auroc(c)}{top1}; higher in {_paired(c)}; default - this: {delong['difference']:+.3f} "
-                f"(DeLong p {delong['p_value']:.2g})"
+            delong = f["delong_default_vs"].get(f"similarity_{mode}")
+            vs = (
+                f"; default - this: {delong['difference']:+.3f} (DeLong p {delong['p_value']:.2g})"
+                if delong
+                else ""
             )
+            cells.append(f"{_auroc(c)}{top1}; higher in {_paired(c)}{vs}")
         lines.append(f"| baseline: MiniLM similarity, {mode} | " + " | ".join(cells) + " |")
     if all("baseline_answer_length" in f for f in runs.values()):
         lines.append(

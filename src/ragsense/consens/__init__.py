@@ -16,6 +16,7 @@ from ragsense.consens._math import (
 )
 from ragsense.consens._prompt import PAPER_TEMPLATE, PromptTemplate
 from ragsense.consens._scorer import (
+    ATTRIBUTION_AGGREGATION,
     DEFAULT_AGGREGATION,
     GROUNDED_AT,
     NO_CONTEXT_CACHE,
@@ -32,6 +33,7 @@ from ragsense.consens._scorer import (
 from ragsense.consens._similarity import answer_context_similarity
 
 __all__ = [
+    "ATTRIBUTION_AGGREGATION",
     "DEFAULT_AGGREGATION",
     "GROUNDED_AT",
     "NO_CONTEXT_CACHE",

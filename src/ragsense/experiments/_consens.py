@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragsense.consens import Aggregation, GroundingResult, GroundingScorer, verdict
+from ragsense.consens import ATTRIBUTION_AGGREGATION, Aggregation, GroundingResult, GroundingScorer, verdict
 from ragsense.consens._similarity import MODES, answer_context_similarity
 from ragsense.data import PubMedQAItem, load_halueval, load_pubmedqa, load_wikieval
 from ragsense.embeddings import Embedder, load_embedder
@@ -400,7 +400,7 @@ def consens_pubmedqa_attribution(
             for (it, ids, c), r in zip(plans, res, strict=True)
         ],
     )
-    default = scorer.aggregation.value
+    default = ATTRIBUTION_AGGREGATION.value  # attribution ranks documents by this, whatever the row's score
     others = {k: v for k, v in contrasts.items() if k != default} | baseline_contrasts
     return {
         "experiment": "consens-pubmedqa-attribution",
@@ -414,6 +414,7 @@ def consens_pubmedqa_attribution(
         "delong_default_vs": delong_against(contrasts[default], others),
         "truncated_rows": sum(r.truncated for r in res),
         **_header(model, scorer, started),
+        "attribution_aggregation": default,
     }
 
 
