@@ -46,12 +46,17 @@ from pathlib import Path
 from typing import Any
 
 from ragsense.consens import Aggregation, consens_from_word_nll
+from ragsense.experiments._consens import PAIR_LABELS
 from ragsense.stats import bootstrap_ci, delong_paired, roc_auc
 
-KEYS = {  # the two texts of a pair in each experiment's per-item file: (should score higher, lower)
-    "wikieval": ("grounded", "ungrounded"),
-    "halueval": ("right", "hallucinated"),
-    "pubmedqa": ("full", "partial"),
+# The two results of each experiment's per-item record: (should score higher, lower).
+KEYS = {
+    kind: PAIR_LABELS[name]
+    for kind, name in (
+        ("wikieval", "consens-wikieval"),
+        ("halueval", "consens-halueval"),
+        ("pubmedqa", "consens-pubmedqa-partial"),
+    )
 }
 ANSWER_LEVEL = ("wikieval", "halueval")
 TIE = 0.005

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsense.consens import ATTRIBUTION_AGGREGATION, DEFAULT_AGGREGATION, Aggregation, verdict
+from ragsense.experiments._consens import PAIR_LABELS, right_vs_rest
 from ragsense.experiments._figures import delong_against, verdict_figures
 
 MODELS = ("smollm2-135m", "gemma3-270m")
@@ -25,12 +26,6 @@ ROWS = ("q25", "geometric", "arithmetic", "tail25", "min_word", "share")
 LABEL = {"q25": "q25 (default)", "arithmetic": "arithmetic (the paper's ConSens)"}
 
 
-PAIR_KEYS = {
-    "consens-wikieval": ("grounded", "ungrounded"),
-    "consens-halueval": ("right", "hallucinated"),
-    "consens-pubmedqa-partial": ("full", "partial"),
-    "consens-pubmedqa-partial-sentences": ("full", "partial"),
-}
 ANSWER_LEVEL = ("consens-wikieval", "consens-halueval")
 
 
@@ -41,9 +36,9 @@ def _load(root: Path, model: str, name: str) -> dict[str, Any] | None:
     figures: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     if name == "consens-pubmedqa-attribution":
         _attribution_default(figures, root / model / f"{name}.jsonl.gz")
-    if name in PAIR_KEYS:
+    if name in PAIR_LABELS:
         _with_current_default(
-            figures, root / model / f"{name}.jsonl.gz", PAIR_KEYS[name], name in ANSWER_LEVEL
+            figures, root / model / f"{name}.jsonl.gz", PAIR_LABELS[name], name in ANSWER_LEVEL
         )
     return figures
 
@@ -52,15 +47,17 @@ def _attribution_default(figures: dict[str, Any], items: Path) -> None:
     """Attribution ranks documents by ATTRIBUTION_AGGREGATION: recompute DeLong against it."""
     with gzip.open(items, "rt", encoding="utf-8") as fh:
         records = [json.loads(line) for line in fh if line.strip()]
-    pairs = {}
-    for a in Aggregation:
-        with_right, without = [], []
-        for r in records:
-            c = r["correct_position"]
-            s = [d["consens_without_by_aggregation"][a.value] for d in r["result"]["attribution"]]
-            with_right.append(min(x for k, x in enumerate(s) if k != c))
-            without.append(s[c])
-        pairs[a.value] = (with_right, without)
+    correct = [r["correct_position"] for r in records]
+    pairs = {
+        a.value: right_vs_rest(
+            [
+                [d["consens_without_by_aggregation"][a.value] for d in r["result"]["attribution"]]
+                for r in records
+            ],
+            correct,
+        )
+        for a in Aggregation
+    }
     default = ATTRIBUTION_AGGREGATION.value
     figures["default_aggregation"] = default
     # The similarity scores are not in the per-item file: only the aggregations are compared.

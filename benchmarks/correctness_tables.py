@@ -46,14 +46,8 @@ from ragsense.correctness import (
 )
 from ragsense.correctness._estimator import DEFAULT_TREES
 from ragsense.correctness._targets import Metric
-from ragsense.experiments._correctness import (
-    FOLDS,
-    forest_fit_predict,
-    grouped_folds,
-    out_of_fold,
-    paragraph_of,
-    squad_split,
-)
+from ragsense.experiments._correctness import paragraph_of, squad_split
+from ragsense.experiments._correctness_report import FOLDS, forest_fit_predict, grouped_folds, out_of_fold
 from ragsense.models import load_model
 from ragsense.stats import bootstrap_ci, roc_auc
 

@@ -19,13 +19,12 @@ import ragsense.experiments._correctness as module
 from ragsense.correctness import CorrectnessSample, SampleFeatures, feature_names
 from ragsense.correctness._features import ConditionResult
 from ragsense.correctness._perturb import PerturbedContext
-from ragsense.experiments._correctness import (
+from ragsense.experiments._correctness import paragraph_of, squad_split
+from ragsense.experiments._correctness_report import (
     best_f1_threshold,
     classification,
     evaluation_report,
     grouped_folds,
-    paragraph_of,
-    squad_split,
 )
 
 NAMES = feature_names(("mean", "max"))

@@ -59,6 +59,14 @@ def _score_all(
     return out
 
 
+PAIR_LABELS = {
+    "consens-wikieval": ("grounded", "ungrounded"),
+    "consens-halueval": ("right", "hallucinated"),
+    "consens-pubmedqa-partial": ("full", "partial"),
+    "consens-pubmedqa-partial-sentences": ("full", "partial"),
+}
+"""Per experiment, the keys of a per-item record's two results: (should score higher, lower)."""
+
 Pair = tuple[list[float], list[float]]
 """Scores of the texts that should score higher and of those that should score lower, pair by pair."""
 
@@ -169,7 +177,13 @@ def consens_wikieval(
         rows.append((it.question, it.context_v1, it.grounded_answer))
         rows.append((it.question, it.context_v1, it.ungrounded_answer))
     figures, _ = _answer_pairs(
-        "consens-wikieval", model, [it.id for it in items], rows, out, ("grounded", "ungrounded"), started
+        "consens-wikieval",
+        model,
+        [it.id for it in items],
+        rows,
+        out,
+        PAIR_LABELS["consens-wikieval"],
+        started,
     )
     return figures
 
@@ -196,7 +210,13 @@ def consens_halueval(
         rows.append((it.question, [it.knowledge], it.right_answer))
         rows.append((it.question, [it.knowledge], it.hallucinated_answer))
     figures, scores = _answer_pairs(
-        "consens-halueval", model, [it.id for it in items], rows, out, ("right", "hallucinated"), started
+        "consens-halueval",
+        model,
+        [it.id for it in items],
+        rows,
+        out,
+        PAIR_LABELS["consens-halueval"],
+        started,
     )
     matched = [
         i
@@ -366,7 +386,7 @@ def consens_pubmedqa_attribution(
     contrasts: dict[str, Pair] = {}
     for agg in Aggregation:
         rescored = [_loo_scores(r, agg) for r in res]
-        contrasts[agg.value] = _right_vs_rest(rescored, correct)
+        contrasts[agg.value] = right_vs_rest(rescored, correct)
         top1 = sum(_argmin(s) == c for s, c in zip(rescored, correct, strict=True))
         figures[agg.value] = {"top1_accuracy": round(top1 / len(plans), 4), **contrast(*contrasts[agg.value])}
     # Baseline: similarity of the answer to each leave-one-out context, in both modes.
@@ -381,7 +401,7 @@ def consens_pubmedqa_attribution(
             mode=mode,  # type: ignore[arg-type]
         )
         sim3 = [sims[3 * i : 3 * i + 3] for i in range(len(rows))]
-        baseline_contrasts[f"similarity_{mode}"] = _right_vs_rest(sim3, correct)
+        baseline_contrasts[f"similarity_{mode}"] = right_vs_rest(sim3, correct)
         top1 = sum(_argmin(s) == c for s, c in zip(sim3, correct, strict=True))
         baseline[mode] = {
             "top1_accuracy": round(top1 / len(plans), 4),
@@ -418,7 +438,7 @@ def consens_pubmedqa_attribution(
     }
 
 
-def _right_vs_rest(scores: Sequence[Sequence[float]], correct: Sequence[int]) -> Pair:
+def right_vs_rest(scores: Sequence[Sequence[float]], correct: Sequence[int]) -> Pair:
     """Per row: the lowest score of the contexts that keep the right document, and the score of
     the context without it."""
     with_right = [min(s[k] for k in range(len(s)) if k != c) for s, c in zip(scores, correct, strict=True)]
