@@ -15,6 +15,12 @@ SHARED_DATA = Path(
 )
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_run_store(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """CLI runs record themselves in the run store: keep the suite's runs out of the user's store."""
+    os.environ["RAGSENSE_STORE"] = str(tmp_path_factory.mktemp("run-store") / "runs.sqlite")
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not (SHARED_DATA / "wikieval").exists():

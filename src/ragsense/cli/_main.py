@@ -8,9 +8,20 @@ import sys
 from collections.abc import Sequence
 
 from ragsense._version import __version__
-from ragsense.cli import _bench, _correctness, _evaluate, _experiment, _grounding, _models, _serve, _vera
+from ragsense.cli import (
+    _bench,
+    _correctness,
+    _evaluate,
+    _experiment,
+    _grounding,
+    _models,
+    _runs,
+    _serve,
+    _vera,
+)
 from ragsense.cli._run import EXIT_USAGE
 from ragsense.errors import RagsenseError
+from ragsense.runs import RunNotFoundError, StoreVersionError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ragsense {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (_evaluate, _grounding, _vera, _correctness, _experiment, _bench, _models, _serve):
+    for module in (_evaluate, _grounding, _vera, _correctness, _runs, _experiment, _bench, _models, _serve):
         module.add_parser(sub)
     return parser
 
@@ -29,10 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the run store keeps the command line
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
         code: int = args.run(args)
-    except (RagsenseError, FileNotFoundError, FileExistsError) as exc:
+    except (RagsenseError, FileNotFoundError, FileExistsError, RunNotFoundError, StoreVersionError) as exc:
         print(f"ragsense: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except ValueError as exc:  # a resume that does not match its output file, a bad parameter value

@@ -3,14 +3,20 @@ and the exit code. ``evaluate``, ``grounding``, ``vera evaluate|enhance`` and ``
 features|predict`` all go through :func:`run_command`, so ``-o``, ``--resume``, ``--overwrite``,
 ``--chunk-size``, ``--table`` and the exit codes mean the same everywhere.
 
-Exit codes: 0 every row scored; 3 the run finished but some rows have errors (listed in the output's
-``errors`` and in the summary); 2 a usage or setup error (bad flag, missing file, unknown model,
-existing output); 130 interrupted (finished chunks are saved: continue with ``--resume``).
+Every run is recorded in the run store (``--store``, ``RAGSENSE_STORE``, or the user data directory;
+``--no-store`` skips it) and can be gated (``--fail-under``, ``--max-share``, ``--junit``).
+
+Exit codes: 0 every row scored and every gate passed; 3 the run finished but some rows have errors
+(listed in the output's ``errors`` and in the summary); 4 a gate failed (after every result was
+written; it wins over 3); 2 a usage or setup error (bad flag, missing file, unknown model, existing
+output, a gate on a score no chosen metric has); 130 interrupted (finished chunks are saved: continue
+with ``--resume``; the stored run is marked incomplete).
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,6 +24,16 @@ from typing import Any
 from ragsense.cli._common import add_model_options
 from ragsense.data import sample_rows_path
 from ragsense.evaluation import DEFAULT_CHUNK_SIZE, Evaluation, Metric, RowOutcome, Shape, evaluate
+from ragsense.runs import (
+    EXIT_GATE_FAILED,
+    Gate,
+    GateSpecError,
+    RunStore,
+    check_gate_names,
+    check_gates,
+    parse_gates,
+    write_junit,
+)
 from ragsense.tables import render_table
 
 EXIT_OK = 0
@@ -52,6 +68,49 @@ def add_run_options(parser: argparse.ArgumentParser, *, output_help: str, sample
         help=f"print a table of the results (auto: up to {TABLE_AUTO_ROWS} rows, not with -o -)",
     )
     add_model_options(parser)
+    store = parser.add_argument_group("run store and CI gates")
+    store.add_argument(
+        "--store", help="run store file (default: $RAGSENSE_STORE or runs.sqlite in the user data directory)"
+    )
+    store.add_argument("--no-store", action="store_true", help="do not record this run in the run store")
+    store.add_argument("--tag", help="name the run (e.g. the version of the system under test)")
+    store.add_argument(
+        "--fail-under",
+        metavar="SCORE=MIN,...",
+        help="gate: exit 4 when a score's mean is below MIN (e.g. consens=0.02,response_adherence=0.8)",
+    )
+    store.add_argument(
+        "--max-share",
+        metavar="VERDICT=MAX,...",
+        help="gate: exit 4 when more than MAX of the rows have VERDICT (e.g. ungrounded=0.05; errors=0)",
+    )
+    store.add_argument(
+        "--junit", metavar="PATH", help="write the gates (and with --junit-rows each row) as JUnit XML"
+    )
+    store.add_argument("--junit-rows", action="store_true", help="with --junit: also one test case per row")
+
+
+def store_of(args: argparse.Namespace) -> RunStore | None:
+    """The run store the flags name, or None with ``--no-store``."""
+    if getattr(args, "no_store", False):
+        if getattr(args, "store", None):
+            raise SystemExit("ragsense: give --store or --no-store, not both")
+        return None
+    return RunStore(args.store) if getattr(args, "store", None) else RunStore()
+
+
+def gates_of(args: argparse.Namespace, metrics: Sequence[Metric]) -> list[Gate]:
+    """The gates of the flags, checked against the chosen metrics before anything runs."""
+    try:
+        gates = parse_gates(getattr(args, "fail_under", None), getattr(args, "max_share", None))
+        scores = [s for m in metrics for s in m.scores]
+        values = [str(v) for m in metrics for v in getattr(m, "verdict_values", ())]
+        check_gate_names(gates, scores, values)
+    except GateSpecError as exc:
+        raise SystemExit(f"ragsense: {exc}") from None
+    if getattr(args, "junit_rows", False) and not getattr(args, "junit", None):
+        raise SystemExit("ragsense: --junit-rows needs --junit PATH")
+    return gates
 
 
 def source_of(args: argparse.Namespace, command: str) -> Any:
@@ -134,7 +193,9 @@ def run_command(
 ) -> int:
     """Run ``metrics`` over the command's input through the spine; print the table and the summary."""
     source = source_of(args, command)
+    gates = gates_of(args, metrics)
     output = args.output if args.output else ("-" if stdout_default else None)
+    store = store_of(args)
     evaluation = evaluate(
         source,
         metrics,
@@ -144,6 +205,9 @@ def run_command(
         overwrite=args.overwrite,
         desc=command,
         shape=shape,
+        store=store,
+        tag=getattr(args, "tag", None),
+        command=shlex.join(["ragsense", *getattr(args, "argv", [command])]),
     )
     to_stdout = output == "-"
     show = args.table == "always" or (
@@ -156,5 +220,28 @@ def run_command(
         lines.extend(extra_lines(evaluation))
     if args.output and not to_stdout:
         lines.append(f"written to {args.output}")
+    if store is not None and evaluation.run_id is not None:
+        lines.append(
+            f"recorded as run {evaluation.run_id} in {store.path} (ragsense report {evaluation.run_id})"
+        )
+    failed = False
+    if gates or getattr(args, "junit", None):
+        verdicts = [m.verdict for m in metrics if m.verdict]
+        results = check_gates(gates, evaluation.rows, verdict_fields=verdicts)
+        for result in results:
+            lines.append(f"gate {'passed' if result.passed else 'FAILED'}: {result.message}")
+        failed = not all(r.passed for r in results)
+        if args.junit:
+            path = write_junit(
+                args.junit,
+                results,
+                rows=evaluation.rows if args.junit_rows else None,
+                gates=gates,
+                verdict_fields=verdicts,
+                run_id=evaluation.run_id,
+            )
+            lines.append(f"JUnit XML written to {path}")
     print("\n" + "\n".join(lines), file=sys.stderr)
+    if failed:
+        return EXIT_GATE_FAILED
     return EXIT_ROW_ERRORS if evaluation.has_errors else EXIT_OK

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections.abc import Sequence
@@ -9,13 +10,34 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ragsense._async import run_sync
-from ragsense.evaluation._contract import Metric
+from ragsense.evaluation._contract import Metric, RunItem
 from ragsense.evaluation._evaluation import Evaluation, MetricInfo
 from ragsense.evaluation._inputs import Data, rows_from
 from ragsense.evaluation._outputs import check_output, save_rows, working_file
 from ragsense.evaluation._registry import resolve_metrics
-from ragsense.evaluation._runner import Shape, run_rows
+from ragsense.evaluation._runner import ChunkSink, Shape, run_rows
 from ragsense.models import ModelPool, ModelSpec, shared_pool
+from ragsense.runs import RunRecorder, RunStore
+
+StoreSpec = RunStore | str | os.PathLike[str] | bool | None
+"""Where ``evaluate`` records the run: a :class:`RunStore` or its path, ``True`` for the default
+store (``RAGSENSE_STORE`` or the user data directory), ``None``/``False`` for none."""
+
+
+def _store_of(store: StoreSpec) -> RunStore | None:
+    if store is None or store is False:
+        return None
+    if store is True:
+        return RunStore()
+    return store if isinstance(store, RunStore) else RunStore(store)
+
+
+def _dataset_name(data: Data) -> str:
+    if isinstance(data, str | os.PathLike):
+        return "stdin" if str(data) == "-" else str(Path(data).resolve())
+    cls = type(data)
+    return f"{cls.__module__.split('.')[0]}.{cls.__name__}"
+
 
 DEFAULT_CHUNK_SIZE = 16
 """Rows per chunk: the unit that is batched into model calls, saved, and resumed. The same number
@@ -36,6 +58,9 @@ async def aevaluate(
     pool: ModelPool | None = None,
     desc: str = "evaluate",
     shape: Shape | None = None,
+    store: StoreSpec = None,
+    tag: str | None = None,
+    command: str | None = None,
 ) -> Evaluation:
     """The async form of :func:`evaluate` (same arguments), for code already on an event loop."""
     resolved = resolve_metrics(metrics, model=model, model_options=model_options)
@@ -53,9 +78,20 @@ async def aevaluate(
         )
     rows = rows_from(data)
     pool = pool if pool is not None else shared_pool()
+    run_store = _store_of(store)
+    recorder: RunRecorder | None = None
     try:
         for metric in resolved:
             await metric.setup(pool)
+        infos = [MetricInfo.of(m) for m in resolved]
+        if run_store is not None:
+            recorder = run_store.start(
+                metrics=[i.to_dict() for i in infos],
+                tag=tag,
+                command=command or "python",
+                dataset=_dataset_name(data),
+            )
+        sink = None if recorder is None else _sink(recorder)
         records, stats = await run_rows(
             rows,
             resolved,
@@ -66,16 +102,36 @@ async def aevaluate(
             progress=progress,
             desc=desc,
             shape=shape,
+            on_chunk=sink,
         )
+    except BaseException as exc:
+        if recorder is not None:  # what finished stays in the store; the run is marked incomplete
+            recorder.abandon(_reason(exc))
+        raise
     finally:
         for metric in resolved:
             await metric.aclose()
-    evaluation = Evaluation(records, [MetricInfo.of(m) for m in resolved], stats)
+    evaluation = Evaluation(records, infos, stats, run_id=None if recorder is None else recorder.run_id)
+    if recorder is not None:
+        recorder.finish(evaluation.summary().to_dict())
     if target is not None and working is not None and kind != "jsonl":
         save_rows(target, records)
         with contextlib.suppress(FileNotFoundError):
             Path(str(working)).unlink()
     return evaluation
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError):
+        return "interrupted"  # Ctrl-C reaches the runner's coroutine as a cancellation
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _sink(recorder: RunRecorder) -> ChunkSink:
+    def add(items: Sequence[RunItem], records: Sequence[dict[str, Any]]) -> None:
+        recorder.add_rows(records, [item.to_record() for item in items])
+
+    return add
 
 
 def evaluate(
@@ -92,6 +148,9 @@ def evaluate(
     pool: ModelPool | None = None,
     desc: str = "evaluate",
     shape: Shape | None = None,
+    store: StoreSpec = None,
+    tag: str | None = None,
+    command: str | None = None,
 ) -> Evaluation:
     """Run ``metrics`` over every row of ``data`` in one pass; returns an :class:`Evaluation`.
 
@@ -105,6 +164,11 @@ def evaluate(
     for JSONL on stdout); an existing output is an error unless ``resume`` (continue it: finished chunks
     are not recomputed) or ``overwrite``. ``chunk_size``: rows per batched, saved chunk. Models come from
     ``pool`` (default: the process-wide pool), so each is loaded once however many metrics use it.
+
+    ``store``: record the run in a run store (``True``: the default one; a path or a
+    :class:`~ragsense.runs.RunStore`), named ``tag`` (e.g. the version of the system under test), with
+    ``command`` as its command line; each finished chunk is kept as it lands, and a run that fails
+    or is interrupted is marked incomplete. The CLI records every run; the API only when asked.
 
     A row that a metric cannot score gets an entry in its ``errors`` list, and the other metrics still
     score it; nothing is raised for a bad row.
@@ -131,5 +195,8 @@ def evaluate(
             pool=pool,
             desc=desc,
             shape=shape,
+            store=store,
+            tag=tag,
+            command=command,
         )
     )

@@ -25,10 +25,28 @@ class MetricInfo:
     scores: tuple[str, ...]
     verdict: str | None
     settings: dict[str, Any]
+    models: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, metric: Metric) -> MetricInfo:
-        return cls(metric.name, tuple(metric.fields), tuple(metric.scores), metric.verdict, metric.settings())
+        """The metric's description; after ``setup`` it includes the fingerprints of the models it
+        loaded, from the optional capability hook ``model_fingerprints() -> {role: fingerprint}``."""
+        hook = getattr(metric, "model_fingerprints", None)
+        models = {str(k): str(v) for k, v in hook().items()} if callable(hook) else {}
+        return cls(
+            metric.name, tuple(metric.fields), tuple(metric.scores), metric.verdict, metric.settings(), models
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, as the run store keeps it."""
+        return {
+            "name": self.name,
+            "fields": list(self.fields),
+            "scores": list(self.scores),
+            "verdict": self.verdict,
+            "settings": self.settings,
+            "models": self.models,
+        }
 
 
 @dataclass(frozen=True)
@@ -164,10 +182,18 @@ class Evaluation:
     0-based input position).
     """
 
-    def __init__(self, rows: list[dict[str, Any]], metrics: Sequence[MetricInfo], stats: RunStats) -> None:
+    def __init__(
+        self,
+        rows: list[dict[str, Any]],
+        metrics: Sequence[MetricInfo],
+        stats: RunStats,
+        run_id: str | None = None,
+    ) -> None:
         self.rows = rows
         self.metrics = list(metrics)
         self.stats = stats
+        self.run_id = run_id
+        """The run's id in the run store, when it was recorded (``store=``)."""
 
     def __len__(self) -> int:
         return len(self.rows)

@@ -36,6 +36,10 @@ logger = logging.getLogger(__name__)
 Shape = Callable[[RowOutcome], dict[str, Any]]
 """How an outcome is written: :meth:`RowOutcome.to_record` unless a front keeps an older format."""
 
+ChunkSink = Callable[[Sequence[RunItem], Sequence[dict[str, Any]]], None]
+"""Called with each chunk's input items and output records once the chunk is done (computed or taken
+from the output being resumed), in input order: how the run store keeps a run as it goes."""
+
 
 class ResultCountError(ValueError):
     """A metric returned a different number of results than rows it was given (a bug in the metric)."""
@@ -69,6 +73,7 @@ async def run_rows(
     progress: bool | Literal["always"] = True,
     desc: str = "ragsense",
     shape: Shape | None = None,
+    on_chunk: ChunkSink | None = None,
 ) -> tuple[list[dict[str, Any]], RunStats]:
     """Run ``metrics`` over ``rows``; returns every output record in input order and the run's stats.
 
@@ -77,6 +82,8 @@ async def run_rows(
     metric is called for them); from the first incomplete chunk on, the file is cut back and computed
     afresh. Resume with the same input, metrics and ``chunk_size``. Without ``resume``, an existing
     output raises :class:`FileExistsError` unless ``overwrite=True``.
+
+    ``on_chunk``: called with each finished chunk's items and records (see :data:`ChunkSink`).
 
     ``progress``: a tqdm bar on stderr when it is a terminal (``"always"``: in any case; False: never).
     Metrics must already be set up (:meth:`Metric.setup`). Items are usually parsed rows
@@ -110,7 +117,10 @@ async def run_rows(
             if not appending:
                 assert previous is not None and path is not None
                 if _already_done(previous, start, chunk, path, metrics):
-                    records.extend(previous.records[start + k] for k in range(len(chunk)))
+                    done = [previous.records[start + k] for k in range(len(chunk))]
+                    records.extend(done)
+                    if on_chunk is not None:
+                        on_chunk(chunk, done)
                     stats.n_resumed += len(chunk)
                     bar.update(len(chunk))
                     continue
@@ -122,6 +132,8 @@ async def run_rows(
             shaped = [_writable(shape, outcome) for outcome in outcomes]
             if writer is not None:
                 writer.write_batch(shaped)
+            if on_chunk is not None:
+                on_chunk(chunk, shaped)
             records.extend(shaped)
             bar.update(len(chunk))
         if not appending and previous is not None and path is not None:

@@ -10,6 +10,7 @@ from ragsense._async import run_sync
 from ragsense.consens import (
     DEFAULT_AGGREGATION,
     NO_CONTEXT_CACHE,
+    VERDICTS,
     Aggregation,
     GroundingResult,
     GroundingScorer,
@@ -58,6 +59,8 @@ class ConSens:
     needs = Needs(("question", "contexts", "answer"))
     scores = ("consens",)
     verdict = "verdict"
+    verdict_values = VERDICTS
+    """What ``verdict`` can be (so ``--max-share`` can refuse a misspelt verdict before a run)."""
 
     def __init__(
         self,
@@ -91,6 +94,10 @@ class ConSens:
             "aggregation": self.aggregation.value,
             "template": self.template.template,
         }
+
+    def model_fingerprints(self) -> dict[str, str]:
+        """The scoring model's fingerprint (once set up), for the run store."""
+        return {} if self._scorer is None else {"model": self._scorer.model.info.fingerprint}
 
     async def setup(self, pool: ModelPool) -> None:
         model = pool.get(self.model_spec, **self.model_options)

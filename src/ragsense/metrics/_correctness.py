@@ -89,6 +89,15 @@ class Correctness:
             "threshold": self.estimator.threshold,
         }
 
+    def model_fingerprints(self) -> dict[str, str]:
+        """The base and perturbation models' fingerprints (once set up), for the run store."""
+        out: dict[str, str] = {}
+        if self._base is not None:
+            out["base_model"] = self._base.info.fingerprint
+        if self._pm is not None:
+            out["perturbation_model"] = self._pm.info.fingerprint
+        return out
+
     async def setup(self, pool: ModelPool) -> None:
         config = self.estimator.extractor_config
         spec = self.model_spec if self.model_spec is not None else config.get("base_model", {}).get("name")

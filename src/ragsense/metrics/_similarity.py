@@ -39,6 +39,12 @@ class Similarity:
     def settings(self) -> dict[str, Any]:
         return {"embedder": self.embedder_name, "mode": self.mode}
 
+    def model_fingerprints(self) -> dict[str, str]:
+        """The embedder's fingerprint (once set up), for the run store."""
+        if self._embedder is None:
+            return {}
+        return {"embedder": str(getattr(self._embedder, "fingerprint", self._embedder.name))}
+
     async def setup(self, pool: ModelPool) -> None:
         name = self.embedder_name
         self._embedder = pool.resource(f"embedder:{name}", lambda: load_embedder(name))

@@ -66,6 +66,13 @@ class Vera:
             **{k: str(v) if isinstance(v, Path) else v for k, v in self.options.items()},
         }
 
+    def model_fingerprints(self) -> dict[str, str]:
+        """The judge's fingerprint (once set up), for the run store."""
+        if self.evaluator is None:
+            return {}
+        info = getattr(self.evaluator.judge_model, "info", None)
+        return {} if info is None else {"judge": info.fingerprint}
+
     async def setup(self, pool: ModelPool) -> None:
         judge = pool.get(self.judge_spec, **self.model_options)
         self.evaluator = VeraEvaluator(

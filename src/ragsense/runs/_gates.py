@@ -1,0 +1,242 @@
+"""CI gates on a run: metric means that must reach a floor, verdict shares that must stay under a
+ceiling, and a JUnit XML file for CI systems.
+
+``--fail-under consens=0.5,response_adherence=0.8`` makes one :class:`Gate` per score (its mean
+over the rows its metric scored must be at least the value); ``--max-share ungrounded=0.05`` one per
+verdict value (its share among the rows that have the verdict must be at most the value; the name
+``errors`` is the share of rows with any error). A gate with no row to judge fails: an empty run
+proves nothing.
+
+>>> gates = parse_gates("consens=0.5", "ungrounded=0.25")
+>>> rows = [{"consens": 0.6, "verdict": "grounded", "errors": []},
+...         {"consens": 0.2, "verdict": "ungrounded", "errors": []}]
+>>> [(r.gate.describe(), r.passed) for r in check_gates(gates, rows, verdict_fields=["verdict"])]
+[('mean consens >= 0.5', False), ('share ungrounded <= 0.25', False)]
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ragsense.runs._compare import score_value as _number
+
+EXIT_GATE_FAILED = 4
+"""The exit code of ``ragsense evaluate`` when a gate fails (after every result is written)."""
+
+ERRORS = "errors"
+"""The ``--max-share`` name for the share of rows with any error."""
+
+
+class GateSpecError(ValueError):
+    """A ``--fail-under``/``--max-share`` value that cannot be read, or names nothing in the run."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """``kind="mean"``: the mean of score ``name`` must be >= ``limit``; ``kind="share"``: the share
+    of rows with verdict ``name`` (or with errors) must be <= ``limit``."""
+
+    kind: Literal["mean", "share"]
+    name: str
+    limit: float
+
+    def describe(self) -> str:
+        if self.kind == "mean":
+            return f"mean {self.name} >= {self.limit:g}"
+        return f"share {self.name} <= {self.limit:g}"
+
+
+@dataclass(frozen=True)
+class GateResult:
+    gate: Gate
+    passed: bool
+    value: float | None
+    n: int
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gate": self.gate.describe(),
+            "kind": self.gate.kind,
+            "name": self.gate.name,
+            "limit": self.gate.limit,
+            "passed": self.passed,
+            "value": self.value,
+            "n": self.n,
+            "message": self.message,
+        }
+
+
+def _parse(spec: str | None, kind: Literal["mean", "share"], flag: str) -> list[Gate]:
+    gates: list[Gate] = []
+    for part in (spec or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        try:
+            limit = float(value)
+        except ValueError:
+            limit = float("nan")
+        if not sep or not name.strip() or limit != limit or limit in (float("inf"), float("-inf")):
+            raise GateSpecError(f"{flag} {part!r}: write NAME=NUMBER, e.g. {flag} consens=0.5")
+        if kind == "share" and not 0.0 <= limit <= 1.0:
+            raise GateSpecError(f"{flag} {part!r}: a share is between 0 and 1")
+        gates.append(Gate(kind, name.strip(), limit))
+    return gates
+
+
+def parse_gates(fail_under: str | None = None, max_share: str | None = None) -> list[Gate]:
+    """The gates of ``--fail-under`` and ``--max-share`` (comma-separated ``NAME=NUMBER``)."""
+    return _parse(fail_under, "mean", "--fail-under") + _parse(max_share, "share", "--max-share")
+
+
+def check_gate_names(gates: Sequence[Gate], scores: Sequence[str], verdict_values: Sequence[str]) -> None:
+    """Refuse, before a run starts, a gate on a score no chosen metric has. Verdict values are only
+    checked when the metrics declare them (``verdict_values``), since a plug-in may not."""
+    for gate in gates:
+        if gate.kind == "mean" and gate.name not in scores:
+            raise GateSpecError(
+                f"--fail-under {gate.name}: no chosen metric has that score; scores: {', '.join(scores)}"
+            )
+        if gate.kind == "share" and verdict_values and gate.name not in (*verdict_values, ERRORS):
+            raise GateSpecError(
+                f"--max-share {gate.name}: not a verdict of the chosen metrics; verdicts: "
+                f"{', '.join([*verdict_values, ERRORS])}"
+            )
+
+
+def _has_errors(row: Mapping[str, Any]) -> bool:
+    return bool(row.get("errors")) or row.get("error") is not None
+
+
+def check_gates(
+    gates: Sequence[Gate], rows: Sequence[Mapping[str, Any]], *, verdict_fields: Sequence[str]
+) -> list[GateResult]:
+    """Judge each gate on the run's rows."""
+    results: list[GateResult] = []
+    for gate in gates:
+        if gate.kind == "mean":
+            values = [v for r in rows if (v := _number(r.get(gate.name))) is not None]
+            if not values:
+                results.append(GateResult(gate, False, None, 0, f"no row has a {gate.name} score"))
+                continue
+            mean = sum(values) / len(values)
+            passed = mean >= gate.limit
+            results.append(
+                GateResult(
+                    gate,
+                    passed,
+                    mean,
+                    len(values),
+                    f"mean {gate.name} {mean:.4f} over {len(values)} rows "
+                    f"{'>=' if passed else '<'} {gate.limit:g}",
+                )
+            )
+            continue
+        if gate.name == ERRORS:
+            judged = list(rows)
+            hits = sum(_has_errors(r) for r in judged)
+        else:
+            judged = [r for r in rows if any(r.get(f) is not None for f in verdict_fields)]
+            hits = sum(any(str(r.get(f)) == gate.name for f in verdict_fields) for r in judged)
+        if not judged:
+            results.append(GateResult(gate, False, None, 0, f"no row has a verdict to count {gate.name}"))
+            continue
+        share = hits / len(judged)
+        passed = share <= gate.limit
+        results.append(
+            GateResult(
+                gate,
+                passed,
+                share,
+                len(judged),
+                f"{gate.name} in {hits} of {len(judged)} rows ({share:.1%}) "
+                f"{'<=' if passed else '>'} {gate.limit:.1%}",
+            )
+        )
+    return results
+
+
+def row_failures(row: Mapping[str, Any], gates: Sequence[Gate], verdict_fields: Sequence[str]) -> list[str]:
+    """Why one row fails the gates taken row by row (a score under its floor, a gated verdict, an
+    error); empty when it passes."""
+    reasons = [
+        f"{e.get('metric')}: {e.get('field') or '-'}: {e.get('message')}" for e in row.get("errors") or []
+    ]
+    for gate in gates:
+        if gate.kind == "mean":
+            value = _number(row.get(gate.name))
+            if value is not None and value < gate.limit:
+                reasons.append(f"{gate.name} {value:.4f} < {gate.limit:g}")
+        elif gate.name != ERRORS:
+            reasons.extend(f"{f} is {gate.name}" for f in verdict_fields if str(row.get(f)) == gate.name)
+    return reasons
+
+
+_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(text: str) -> str:
+    """XML 1.0 cannot hold control characters: a row id or message with one would break the file."""
+    return _NOT_XML.sub("\ufffd", text)
+
+
+def write_junit(
+    path: str | os.PathLike[str],
+    results: Sequence[GateResult],
+    *,
+    rows: Sequence[Mapping[str, Any]] | None = None,
+    gates: Sequence[Gate] = (),
+    verdict_fields: Sequence[str] = (),
+    run_id: str | None = None,
+) -> Path:
+    """A JUnit XML file: a ``ragsense.gates`` suite with one test case per gate, and with ``rows`` a
+    ``ragsense.rows`` suite with one test case per row (failing as :func:`row_failures` says)."""
+    root = ET.Element("testsuites", name="ragsense")
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        name="ragsense.gates",
+        tests=str(len(results)),
+        failures=str(sum(not r.passed for r in results)),
+        errors="0",
+    )
+    if run_id:
+        properties = ET.SubElement(suite, "properties")
+        ET.SubElement(properties, "property", name="run_id", value=run_id)
+    for result in results:
+        case = ET.SubElement(suite, "testcase", classname="ragsense.gates", name=result.gate.describe())
+        if not result.passed:
+            ET.SubElement(case, "failure", message=_xml(result.message), type="GateFailed").text = _xml(
+                result.message
+            )
+        else:
+            ET.SubElement(case, "system-out").text = _xml(result.message)
+    if rows is not None:
+        failing = [row_failures(r, gates, verdict_fields) for r in rows]
+        row_suite = ET.SubElement(
+            root,
+            "testsuite",
+            name="ragsense.rows",
+            tests=str(len(rows)),
+            failures=str(sum(bool(f) for f in failing)),
+            errors="0",
+        )
+        for index, (row, reasons) in enumerate(zip(rows, failing, strict=True)):
+            name = _xml(f"row {row.get('id', row.get('_row', index))}")
+            case = ET.SubElement(row_suite, "testcase", classname="ragsense.rows", name=name)
+            if reasons:
+                ET.SubElement(
+                    case, "failure", message=_xml("; ".join(reasons)), type="RowFailed"
+                ).text = _xml("\n".join(reasons))
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    ET.ElementTree(root).write(target, encoding="utf-8", xml_declaration=True)
+    return target

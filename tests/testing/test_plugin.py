@@ -1,0 +1,111 @@
+"""The pytest plugin through pytest itself (pytester): a user's test file run with ``--ragsense-model
+fake`` or the ini option, the failure output, the fixtures, the marker, and unrelated suites."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragsense.testing import _assertions, assert_grounded
+
+pytest_plugins = ["pytester"]
+
+USER_TESTS = """
+from ragsense.testing import assert_grounded, assert_scores
+
+QUESTION = "Who designed the Zorvian Museum?"
+CONTEXTS = ["The Zorvian Museum in Kelton was completed in 1847.",
+            "It was designed by the architect Mara Delqvist."]
+
+
+def test_model_fixture(ragsense_model):
+    assert ragsense_model == "fake"
+
+
+def test_grounded():
+    row = assert_grounded(QUESTION, CONTEXTS, "It was designed by Mara Delqvist.")
+    assert row["model"] == "fake"
+
+
+def test_not_grounded():
+    assert_grounded(QUESTION, CONTEXTS, "Frank Gehry drew it with purple crayons.")
+
+
+def test_evaluate_fixture(ragsense_evaluate):
+    run = ragsense_evaluate([{"question": QUESTION, "contexts": CONTEXTS,
+                              "answer": "It was designed by Mara Delqvist."}], ["consens"])
+    assert run.rows[0]["model"] == "fake"
+    assert assert_scores(run, consens=0.02)["consens"] > 0.02
+"""
+
+
+@pytest.fixture(autouse=True)
+def _fake_model_loaded() -> None:
+    # pytester's in-process runs drop the modules they imported afterwards: import and load the fake
+    # model's code here first, so that the inner runs share it with this session.
+    assert_grounded("Q?", ["Cats purr."], "Cats purr.", model="fake")
+
+
+def test_option_fixtures_and_failure_output(pytester: pytest.Pytester) -> None:
+    before = _assertions._session_model
+    pytester.makepyfile(test_user=USER_TESTS)
+    result = pytester.runpytest("--ragsense-model", "fake", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_not_grounded*",
+            "E * ragsense.testing.GroundingAssertionError: answer is not grounded: consens +0.000 < "
+            "min_consens +0.020 (verdict 'weak', q25, model fake)",
+            "E *weakest words (contrast nll_empty - nll_context*",
+            "E *Frank *+0.00",
+            "E *documents the answer rests on*",
+            "E *[[]0[]] drop*",
+        ]
+    )
+    # The inner session gave this one its model back.
+    assert _assertions._session_model == before
+
+
+def test_ini_option_and_command_line_precedence(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nragsense_model = fake\n")
+    pytester.makepyfile(
+        test_ini="""
+        from ragsense.testing import assert_grounded
+
+        def test_model(ragsense_model, request):
+            assert ragsense_model == request.config.getoption("ragsense_model") or ragsense_model == "fake"
+            assert assert_grounded("Q?", ["Cats purr."], "Cats purr.")["model"] == ragsense_model
+        """
+    )
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    # The command line wins over the ini file: an unknown model name fails the scoring test.
+    result = pytester.runpytest("--ragsense-model", "no-such-model", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ModelNotFoundError*no-such-model*"])
+
+
+def test_marker_is_registered_for_strict_markers(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_marked="""
+        import pytest
+
+        @pytest.mark.ragsense
+        def test_marked():
+            pass
+
+        def test_plain():
+            pass
+        """
+    )
+    result = pytester.runpytest("--strict-markers", "-m", "ragsense", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, deselected=1)
+    pytester.runpytest("--markers").stdout.fnmatch_lines(["@pytest.mark.ragsense: *"])
+
+
+def test_an_unrelated_suite_is_untouched(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain="def test_plain():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "ragsense" not in result.stdout.str().split("collected", 1)[1]
+    # And the plugin can be switched off by name.
+    result = pytester.runpytest("-p", "no:ragsense", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
