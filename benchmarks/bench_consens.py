@@ -52,7 +52,7 @@ def _raw_forward(model: Any, requests: list[ScoreRequest], *, with_full_logits: 
     torch = model._torch
     encoded = [model._tokenizer(r.prompt + r.continuation)["input_ids"] for r in requests]
     started = time.perf_counter()
-    for batch in model._batches([len(e) for e in encoded]):
+    for batch in model._scorer.batches([len(e) for e in encoded]):
         width = max(len(encoded[i]) for i in batch)
         ids = torch.full((len(batch), width), model._pad_id, dtype=torch.long)
         mask = torch.zeros_like(ids)

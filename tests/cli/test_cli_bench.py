@@ -92,7 +92,7 @@ def test_cli_one_flag_server_generator(tmp_path: Path, capsys: pytest.CaptureFix
     """--base-url alone: the server's first listed model answers through /chat/completions."""
     pytest.importorskip("httpx")
     from ragsense.models import load_model
-    from ragsense.models._serve import start_in_thread
+    from ragsense.serve import start_in_thread
 
     server, url = start_in_thread(load_model("fake"), model_name="served-fake", log_requests=False)
     try:

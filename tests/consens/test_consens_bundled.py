@@ -75,7 +75,7 @@ def test_head_only_logprobs_match_the_full_forward_pass(gemma3, smollm2) -> None
     import torch
 
     for model in (smollm2, gemma3):
-        assert model._head_only_ok
+        assert model.kernel.head_only
         req = ScoreRequest(
             "Context: Zürich has 1,234.5 km² of naïve tram-lines.\nAnswer:", " Zürich's tram-lines."
         )

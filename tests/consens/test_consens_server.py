@@ -4,7 +4,7 @@ import pytest
 
 from ragsense import grounding
 from ragsense.models import load_model
-from ragsense.models._serve import start_in_thread
+from ragsense.serve import start_in_thread
 
 pytestmark = pytest.mark.model
 

@@ -27,7 +27,7 @@ from ragsense.correctness import (
 from ragsense.errors import InputError, ModelCallError, ParameterError
 from ragsense.experiments._correctness import squad_split
 from ragsense.models import load_model
-from ragsense.models._serve import start_in_thread
+from ragsense.serve import start_in_thread
 
 pytestmark = pytest.mark.model
 

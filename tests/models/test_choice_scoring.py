@@ -37,9 +37,9 @@ def test_choice_totals_match_score(smollm2) -> None:  # type: ignore[no-untyped-
         ChoiceRequest("Is the sky blue? Answer:", (" yes", " no", " it depends on the weather today")),
     ]
     # Both paths are exercised: choices on the prompt's KV state, and boundary merges through score().
-    boundary = smollm2._plan_choices(requests[2])
+    boundary = smollm2._choices.plan(requests[2])
     assert [i for i, _ in boundary.slow] == [0, 2] and [i for i, _ in boundary.fast] == [1]
-    assert not smollm2._plan_choices(requests[0]).slow
+    assert not smollm2._choices.plan(requests[0]).slow
     got = asyncio.run(smollm2.score_choices(requests))
     assert len(got) == len(requests)
     for req, totals in zip(requests, got, strict=True):
@@ -49,12 +49,12 @@ def test_choice_totals_match_score(smollm2) -> None:  # type: ignore[no-untyped-
 
 @pytest.mark.model
 def test_choice_passes_split_by_the_kv_budget_agree(smollm2, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import ragsense.models._transformers as backend
+    import ragsense.models._hf_choices as backend
 
     req = ChoiceRequest("Is the sky blue? Answer:", (" not at all", " yes, mostly", " no", " rarely so"))
     whole = smollm2.score_choices_sync([req])
     # One choice per batched pass: the prompt's KV state is copied for every pass but the last.
-    monkeypatch.setattr(backend, "_CHOICE_KV_TOKENS", 1)
+    monkeypatch.setattr(backend, "CHOICE_KV_TOKENS", 1)
     split = smollm2.score_choices_sync([req])
     assert list(split[0]) == pytest.approx(list(whole[0]), abs=1e-4)
     assert list(split[0]) == pytest.approx(_reference(smollm2, req), abs=1e-4)
@@ -62,11 +62,11 @@ def test_choice_passes_split_by_the_kv_budget_agree(smollm2, monkeypatch) -> Non
 
 @pytest.mark.model
 def test_results_are_bit_identical_cold_warm_and_batched(smollm2) -> None:  # type: ignore[no-untyped-def]
-    smollm2._prefix_cache.clear()
+    smollm2._choices.prefix_cache.clear()
     req = _request("Who painted the Mona Lisa?", "Leonardo da Vinci painted the Mona Lisa.")
-    assert smollm2._plan_choices(req).prefix > 0
+    assert smollm2._choices.plan(req).prefix > 0
     cold = smollm2.score_choices_sync([req])
-    assert len(smollm2._prefix_cache) == 1
+    assert len(smollm2._choices.prefix_cache) == 1
     warm = smollm2.score_choices_sync([req])
     others = [
         _request("How tall is Everest?", "Mount Everest is 8,849 metres tall."),
@@ -75,21 +75,21 @@ def test_results_are_bit_identical_cold_warm_and_batched(smollm2) -> None:  # ty
     batched = smollm2.score_choices_sync([others[0], req, others[1], req])
     assert cold == warm == [batched[1]] == [batched[3]]
     # A cold cache filled by another request of the same call changes nothing either.
-    smollm2._prefix_cache.clear()
+    smollm2._choices.prefix_cache.clear()
     assert smollm2.score_choices_sync([others[0], req])[1] == cold[0]
 
 
 @pytest.mark.model
 def test_shared_prefix_that_is_not_a_token_prefix_is_ignored(smollm2) -> None:  # type: ignore[no-untyped-def]
-    smollm2._prefix_cache.clear()
+    smollm2._choices.prefix_cache.clear()
     prompt = "The capital of France is a city called Paris. Is this relevant? Answer:"
     # Cut inside "capital": "cap" tokenized alone is not a prefix of the prompt's tokens.
     cut = ChoiceRequest(prompt, LABELS, shared_prefix=prompt.index("ital"))
-    assert smollm2._plan_choices(cut).prefix == 0
+    assert smollm2._choices.plan(cut).prefix == 0
     plain = ChoiceRequest(prompt, LABELS)
     [with_cut, without] = smollm2.score_choices_sync([cut, plain])
     assert list(with_cut) == pytest.approx(list(without), abs=1e-4)
-    assert not smollm2._prefix_cache
+    assert not smollm2._choices.prefix_cache
     # A shared prefix covering the whole prompt is a valid prefix with nothing after it.
     whole = ChoiceRequest(prompt, LABELS, shared_prefix=len(prompt) + 10)
     assert list(smollm2.score_choices_sync([whole])[0]) == pytest.approx(list(without), abs=1e-4)

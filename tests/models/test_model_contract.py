@@ -30,14 +30,16 @@ from ragsense.models import (
     SupportsChoiceScoring,
     SupportsGeneration,
     SupportsLogprobs,
+    SupportsPromptLogprobs,
     SupportsScoredGeneration,
+    SupportsTokenAccess,
     load_model,
 )
 from ragsense.models._fake import FakeModel
 
 pytest.importorskip("httpx")
 
-from ragsense.models._serve import start_in_thread
+from ragsense.serve import start_in_thread
 
 Spans = tuple[list[str], list[tuple[int, int]], int]
 
@@ -119,7 +121,7 @@ def run(awaitable: Any) -> Any:
 # -- what each backend claims ------------------------------------------------------------------------
 CLAIMS = {
     "fake": {"logprobs", "choices", "generation", "scored", "chat"},
-    "local": {"logprobs", "choices", "generation", "scored", "chat"},
+    "local": {"logprobs", "choices", "generation", "scored", "chat", "prompt_logprobs", "tokens"},
     "served": {"logprobs", "generation", "chat"},
 }
 PROTOCOLS: dict[str, type] = {
@@ -128,6 +130,8 @@ PROTOCOLS: dict[str, type] = {
     "generation": SupportsGeneration,
     "scored": SupportsScoredGeneration,
     "chat": SupportsChat,
+    "prompt_logprobs": SupportsPromptLogprobs,
+    "tokens": SupportsTokenAccess,
 }
 
 

@@ -20,7 +20,7 @@ pytest.importorskip("httpx")
 from ragsense.errors import ModelCallError
 from ragsense.models import GenerationConfig, ScoreRequest, SupportsGeneration, SupportsLogprobs, load_model
 from ragsense.models._openai_server import parse_echo
-from ragsense.models._serve import start_in_thread, transformers_prompt_logprobs
+from ragsense.serve import start_in_thread
 
 
 def _choice(
@@ -359,7 +359,7 @@ def test_vllm_style_responses_give_local_scores(served: tuple[Any, Any], bos: bo
     tok = local.tokenizer
     for req in REQUESTS:
         text = req.prompt + req.continuation
-        echo = transformers_prompt_logprobs(local, text)
+        [echo] = local.prompt_logprobs_sync([text])
         tokens = [tok.decode([i]) for i in tok(text)["input_ids"]]
         values = list(echo.logprobs)
         if bos:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from ragsense.models import ScoreRequest
+from ragsense.models._hf_scoring import PackedScorer
 from ragsense.models._transformers import TransformersModel
 
 pytestmark = pytest.mark.model
@@ -56,13 +57,13 @@ def single_row(smollm2: Any) -> TransformersModel:
 def recorded(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, int, list[int]]]]:
     """(rows, width, real tokens per row) of every forward pass of the scoring path."""
     calls: list[tuple[int, int, list[int]]] = []
-    original = TransformersModel._continuation_logprobs
+    original = PackedScorer.continuation_logprobs
 
-    def spy(self: TransformersModel, ids: Any, mask: Any, items: Any) -> list[list[float]]:
+    def spy(self: PackedScorer, ids: Any, mask: Any, items: Any) -> list[list[float]]:
         calls.append((int(ids.shape[0]), int(ids.shape[1]), [int(n) for n in mask.sum(dim=1).tolist()]))
         return original(self, ids, mask, items)
 
-    monkeypatch.setattr(TransformersModel, "_continuation_logprobs", spy)
+    monkeypatch.setattr(PackedScorer, "continuation_logprobs", spy)
     yield calls
 
 

@@ -29,7 +29,7 @@ from ragsense.models._structured import (
 
 httpx = pytest.importorskip("httpx")
 
-from ragsense.models._serve import start_in_thread  # noqa: E402
+from ragsense.serve import start_in_thread  # noqa: E402
 
 JUDGE_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -17,7 +17,7 @@ pytest.importorskip("httpx")
 
 from ragsense.data import RagRow, load_squad_v2
 from ragsense.models import load_model
-from ragsense.models._serve import start_in_thread
+from ragsense.serve import start_in_thread
 from ragsense.vera import (
     STATEMENT_RELEVANCE,
     ChatJudge,

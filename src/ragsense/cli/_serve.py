@@ -17,7 +17,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ragsense.models._serve import run_server
+    from ragsense.serve import run_server
 
     options: dict[str, Any] = {"device": args.device}
     if args.threads is not None:

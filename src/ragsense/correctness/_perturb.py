@@ -24,12 +24,10 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ragsense.errors import CapabilityError, InputError, ParameterError
-from ragsense.models import LanguageModel
+from ragsense.models import LanguageModel, SupportsTokenAccess
 
 if TYPE_CHECKING:
     import torch
-
-    from ragsense.models._transformers import TransformersModel
 
 Where = Literal["entropy", "random"]
 How = Literal["iterative", "single_shot"]
@@ -150,15 +148,13 @@ class Perturber:
     """
 
     def __init__(self, model: LanguageModel, settings: PerturbationSettings | None = None) -> None:
-        from ragsense.models._transformers import TransformersModel
-
-        if not isinstance(model, TransformersModel):
+        if not isinstance(model, SupportsTokenAccess):
             raise CapabilityError(
-                "the perturbation model needs token-level access (key/value cache, logits over the "
-                f"vocabulary): use a local transformers model, not {model.info.name!r} "
+                "the perturbation model needs token-level access (SupportsTokenAccess: key/value cache, "
+                f"logits over the vocabulary): use a local transformers model, not {model.info.name!r} "
                 f"({model.info.backend} backend)"
             )
-        self.model: TransformersModel = model
+        self.model: SupportsTokenAccess = model
         self.settings = settings or PerturbationSettings()
         self._special = sorted(set(model.tokenizer.all_special_ids))
 
@@ -255,8 +251,7 @@ class _Run:
         """The replacement for position ``p``; needs fresh states at ``p - 1`` and KV for ``[0, p)``."""
         import torch
 
-        logits = self.model.lm_head(self.states[p - 1 : p])[0]
-        logprobs = torch.log_softmax(logits, dim=-1)
+        logprobs = self.model.next_token_logprobs(self.states[p - 1 : p])
         banned = torch.tensor([*self.special, self.ids[p]], dtype=torch.long, device=logprobs.device)
         logprobs[banned] = float("-inf")
         right = self.ids[p + 1 : p + 1 + self.settings.infill_right_tokens]
@@ -281,7 +276,7 @@ class _Run:
         ids = torch.tensor([[c, *right[:-1]] for c in candidates], dtype=torch.long)
         states, _ = self.model.forward_hidden(ids, cache)
         targets = torch.tensor(right * m, dtype=torch.long)
-        lp = self.model.token_logprobs(states.reshape(-1, states.shape[-1]), targets)
+        lp: torch.Tensor = self.model.token_logprobs(states.reshape(-1, states.shape[-1]), targets)
         return lp.reshape(m, len(right)).sum(dim=1).cpu()
 
     # -- the two procedures ---------------------------------------------------------------------------

@@ -17,18 +17,22 @@ from ragsense.models._interface import (
     GenerationConfig,
     LanguageModel,
     ModelInfo,
+    PromptLogprobs,
     ScoredGeneration,
     ScoreRequest,
     SupportsChat,
     SupportsChoiceScoring,
     SupportsGeneration,
     SupportsLogprobs,
+    SupportsPromptLogprobs,
     SupportsScoredGeneration,
+    SupportsTokenAccess,
     chat_available,
     require,
 )
 from ragsense.models._pool import ModelPool, ModelSpec, shared_pool
 from ragsense.models._registry import DEFAULT_MODEL, available_backends, load_model, resolve_name
+from ragsense.models._structured import UnsupportedSchemaError, generate_structured
 
 __all__ = [
     "BUNDLED_MODELS",
@@ -42,15 +46,20 @@ __all__ = [
     "ModelInfo",
     "ModelPool",
     "ModelSpec",
+    "PromptLogprobs",
     "ScoreRequest",
     "ScoredGeneration",
     "SupportsChat",
     "SupportsChoiceScoring",
     "SupportsGeneration",
     "SupportsLogprobs",
+    "SupportsPromptLogprobs",
     "SupportsScoredGeneration",
+    "SupportsTokenAccess",
+    "UnsupportedSchemaError",
     "available_backends",
     "chat_available",
+    "generate_structured",
     "load_model",
     "require",
     "resolve_name",

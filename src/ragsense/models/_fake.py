@@ -23,7 +23,7 @@ It honours the same contract as the real backends (tests/models/test_model_contr
   the first ``enum`` value, ``const``, ``""`` (or ``"x" * minLength``), ``false``, ``0`` (or the
   nearest bound), ``null``, ``minItems`` copies of the item value, every property of an object.
   A schema construct it cannot satisfy (``pattern``, ``format``, ``$ref``, ``allOf``, ...) raises
-  :class:`~ragsense.models._structured.UnsupportedSchemaError`, a :class:`CapabilityError`.
+  :class:`~ragsense.models._json_schema.UnsupportedSchemaError`, a :class:`CapabilityError`.
 
 >>> import asyncio
 >>> from ragsense.models import GenerationConfig, ScoreRequest
@@ -59,7 +59,7 @@ from ragsense.models._interface import (
     ScoredGeneration,
     ScoreRequest,
 )
-from ragsense.models._structured import UnsupportedSchemaError
+from ragsense.models._json_schema import UnsupportedSchemaError
 
 # A word with its leading whitespace, or trailing whitespace on its own.
 _TOKEN = re.compile(r"\s*\S+|\s+")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from ragsense.errors import CapabilityError
 
@@ -186,6 +186,61 @@ class SupportsScoredGeneration(LanguageModel, Protocol):
     async def generate_scored(
         self, prompts: Sequence[str], config: GenerationConfig
     ) -> list[ScoredGeneration]: ...
+
+
+@dataclass(frozen=True)
+class PromptLogprobs:
+    """The log-probability of every token of a text, as an OpenAI ``echo`` reply lists them.
+
+    The text is tokenized alone, special tokens (BOS) added, as :class:`ScoreRequest` tokenizes
+    ``prompt + continuation``. Leading special tokens without text (the BOS) are not listed; the first
+    listed token then gets a real log-probability, else (no BOS) ``None``: it has no left context.
+    ``offsets`` are character spans in the text; ``top`` (when asked for) maps each position's most
+    likely token strings to their log-probabilities (``None`` where the log-probability is ``None``).
+    Every value comes from the same kernel as :meth:`SupportsLogprobs.score`, so a token scored both
+    ways gets the same float.
+    """
+
+    tokens: tuple[str, ...]
+    logprobs: tuple[float | None, ...]
+    offsets: tuple[tuple[int, int], ...]
+    top: tuple[dict[str, float] | None, ...] | None = None
+
+
+@runtime_checkable
+class SupportsPromptLogprobs(LanguageModel, Protocol):
+    """Capability: the log-probability of every token of a text from one pass (an ``echo`` endpoint).
+
+    :meth:`SupportsLogprobs.score` cannot score a text's first token; this can when the tokenizer adds
+    a BOS. ``top`` (0-20) asks for each position's most likely tokens too. A text over the context
+    window, or one without any token, raises :class:`ValueError`.
+    """
+
+    async def prompt_logprobs(self, texts: Sequence[str], top: int = 0) -> list[PromptLogprobs]: ...
+
+
+@runtime_checkable
+class SupportsTokenAccess(LanguageModel, Protocol):
+    """Capability: token-level access to a local model (the correctness perturber).
+
+    ``tokenizer`` is the model's Hugging Face tokenizer. :meth:`forward_hidden` runs the body on token
+    ids (a ``[batch, n]`` tensor) after an optional KV cache and returns ``(states, cache)``;
+    :meth:`lm_head` turns states into float32 logits; :meth:`token_logprobs` gives ``log p(targets[i]
+    | states[i])`` row by row and :meth:`next_token_logprobs` the full log-softmax row of one state
+    (``[1, hidden]``). All four go through the backend's one log-prob kernel; call them under
+    ``torch.inference_mode()``.
+    """
+
+    @property
+    def tokenizer(self) -> Any: ...
+
+    def forward_hidden(self, ids: Any, cache: Any = None) -> tuple[Any, Any]: ...
+
+    def lm_head(self, states: Any) -> Any: ...
+
+    def token_logprobs(self, states: Any, targets: Any) -> Any: ...
+
+    def next_token_logprobs(self, state: Any) -> Any: ...
 
 
 @dataclass(frozen=True)

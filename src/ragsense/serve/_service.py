@@ -1,44 +1,4 @@
-"""``ragsense serve``: any ragsense model behind an OpenAI-compatible HTTP API (stdlib only).
-
-Endpoints (the subset ragsense's own ``openai`` backend and most evaluation tools use):
-
-* ``GET /v1/models``: the OpenAI list format, plus vLLM's ``max_model_len``. ``GET /health``.
-* ``POST /v1/completions``: ``prompt`` (a string or a list of strings), ``max_tokens`` (default 16),
-  ``temperature`` (default 1.0), ``stop``, ``seed``, ``echo``, ``logprobs`` (0-20).
-
-  - With ``echo: true`` and ``logprobs`` set, ``choices[i].logprobs`` lists the prompt's tokens
-    (the tokenizer's own token strings), ``token_logprobs``, ``text_offset`` (character starts),
-    ``top_logprobs`` and ``text_end_offset`` (character ends; an extension other clients ignore).
-    The first token's logprob is ``null`` unless the tokenizer adds a BOS: the BOS itself is not
-    listed, so the first text token gets a real log-probability. Use ``max_tokens: 0`` to score only;
-    with ``max_tokens > 0`` the text is also continued, but the log-probabilities cover the prompt.
-    Models other than the transformers backend are scored as ``ScoreRequest("", prompt)``.
-  - Without ``echo``, the prompt is continued with the model's ``generate``. Log-probabilities of
-    generated tokens are not supported (HTTP 400).
-* ``POST /v1/chat/completions``: ``messages`` (system, user, assistant turns), ``max_tokens``,
-  ``temperature``, ``stop``, ``seed``; rendered with the model's chat template (HTTP 400 for a model
-  without one, such as a base model).
-
-  - ``response_format: {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`` asks for
-    structured output: the reply is a JSON document valid under ``schema``, decoded greedily whatever
-    the temperature (``stop`` is ignored); ``max_tokens`` bounds each free-string field. A backend
-    that declares ``structured_output = True`` gets the schema as ``GenerationConfig.json_schema``;
-    any other model with a chat template, ``score`` and ``generate`` is decoded here by
-    :mod:`ragsense.models._structured`. A schema outside its subset is HTTP 400 naming the construct.
-    ``{"type": "json_object"}`` (JSON without a schema) is HTTP 400; ``{"type": "text"}`` is the default.
-* ``POST /tokenize`` (also ``/v1/tokenize``): vLLM's ``{"prompt", "add_special_tokens"}`` or
-  llama.cpp's ``{"content", "add_special"}`` -> ``{"tokens": [ids], "count": n, "max_model_len"}``.
-
-Errors are OpenAI-style JSON ``{"error": {"message", "type", "code"}}``: 400 for bad requests, 404 for
-unknown paths or model names, 500 for model failures; the server itself keeps running. Requests are
-served one at a time (a lock around the model): torch already uses every core it is given.
-
->>> from ragsense.models import load_model
->>> server, url = start_in_thread(load_model("fake"), log_requests=False)
->>> url.startswith("http://127.0.0.1:")
-True
->>> server.close()
-"""
+"""The transport-free part of ``ragsense serve``: an OpenAI-style request dict in, a response dict out."""
 
 from __future__ import annotations
 
@@ -52,11 +12,10 @@ import time
 import traceback
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
 from ragsense.errors import CapabilityError
-from ragsense.models._interface import (
+from ragsense.models import (
     ChatMessage,
     Generation,
     GenerationConfig,
@@ -65,14 +24,13 @@ from ragsense.models._interface import (
     SupportsChat,
     SupportsGeneration,
     SupportsLogprobs,
+    SupportsPromptLogprobs,
+    SupportsTokenAccess,
     chat_available,
+    generate_structured,
 )
-from ragsense.models._structured import generate_structured
 
-_MAX_BODY = 32 * 1024 * 1024
-_MAX_TOP = 20
-# Rows of hidden states sent through the LM head at once (bounds the logits buffer).
-_HEAD_CHUNK = 128
+MAX_TOP = 20
 T = TypeVar("T")
 
 
@@ -92,59 +50,6 @@ class _Echo:
     starts: list[int]
     ends: list[int]
     top: list[dict[str, float] | None] | None
-
-
-def transformers_prompt_logprobs(model: Any, text: str, top: int = 0) -> _Echo:
-    """Log-probabilities of every token of ``text`` under a :class:`TransformersModel`, one forward pass.
-
-    This reaches into the backend on purpose (its torch model and LM head): the public ``score``
-    cannot score a first token. A leading BOS is left out, so the first listed token then gets a
-    real log-probability; without a BOS it gets ``None``.
-    """
-    torch = model._torch
-    tok = model.tokenizer
-    enc = tok(text, add_special_tokens=True, return_offsets_mapping=True)
-    ids: list[int] = list(enc["input_ids"])
-    offsets = [(int(s), int(e)) for s, e in enc["offset_mapping"]]
-    if not ids:
-        raise RequestError("the prompt is empty: nothing to score")
-    window = model.info.context_window
-    if len(ids) > window:
-        raise RequestError(f"the prompt is {len(ids)} tokens, over the context window of {window}")
-    special = set(tok.all_special_ids)
-    lead = 0
-    while lead < len(ids) - 1 and ids[lead] in special and offsets[lead][0] == offsets[lead][1]:
-        lead += 1
-    values: list[float | None] = [None] * len(ids)
-    tops: list[dict[str, float] | None] = [None] * len(ids)
-    if len(ids) > 1:
-        inp = torch.tensor([ids], dtype=torch.long, device=model._device)
-        with torch.inference_mode():
-            if model._head_only_ok:  # LM head on chunks of rows, as the local backend does
-                rows, head = model._model.base_model(input_ids=inp).last_hidden_state[0, :-1], model._head
-            else:
-                rows, head = model._model(input_ids=inp).logits[0, :-1], None
-            targets = inp[0, 1:]
-            for start in range(0, rows.shape[0], _HEAD_CHUNK):
-                chunk = rows[start : start + _HEAD_CHUNK]
-                logits = (head(chunk) if head is not None else chunk).float()
-                logp = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
-                picked = logp.gather(1, targets[start : start + _HEAD_CHUNK, None])[:, 0].tolist()
-                values[start + 1 : start + 1 + len(picked)] = picked
-                if top:
-                    best_v, best_i = logp.topk(top, dim=-1)
-                    for r, (vs, ix) in enumerate(zip(best_v.tolist(), best_i.tolist(), strict=True)):
-                        names = tok.convert_ids_to_tokens(ix)
-                        tops[start + 1 + r] = dict(zip(names, vs, strict=True))
-    tokens = list(tok.convert_ids_to_tokens(ids[lead:]))
-    top_lists = tops[lead:] if top else None
-    if top_lists is not None:  # OpenAI lists the chosen token too
-        for t, v, d in zip(tokens, values[lead:], top_lists, strict=True):
-            if d is not None and v is not None:
-                d.setdefault(t, v)
-    return _Echo(
-        tokens, values[lead:], [s for s, _ in offsets[lead:]], [e for _, e in offsets[lead:]], top_lists
-    )
 
 
 def _typed(body: dict[str, Any], key: str, kind: type | tuple[type, ...], default: Any) -> Any:
@@ -195,12 +100,12 @@ class ModelService:
                 return 200, self.tokenize(self._body(raw))
             raise RequestError(f"no route {method} {path or '/'}", 404, "not_found_error")
         except RequestError as exc:
-            return exc.status, _error(str(exc), exc.kind, exc.status)
+            return exc.status, error_body(str(exc), exc.kind, exc.status)
         except ValueError as exc:  # the model refused the input (too long, empty, ...)
-            return 400, _error(str(exc), "invalid_request_error", 400)
+            return 400, error_body(str(exc), "invalid_request_error", 400)
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
-            return 500, _error(f"the model failed: {type(exc).__name__}: {exc}", "server_error", 500)
+            return 500, error_body(f"the model failed: {type(exc).__name__}: {exc}", "server_error", 500)
 
     @staticmethod
     def _body(raw: bytes) -> dict[str, Any]:
@@ -233,7 +138,7 @@ class ModelService:
         if not isinstance(text, str):
             raise RequestError("'prompt' (or 'content') must be a string")
         special = bool(body.get("add_special_tokens", body.get("add_special", True)))
-        tokenizer = getattr(self.model, "tokenizer", None)
+        tokenizer = self.model.tokenizer if isinstance(self.model, SupportsTokenAccess) else None
         ids: list[int] = []
         with self._lock:
             if tokenizer is not None:
@@ -258,8 +163,8 @@ class ModelService:
         stop = [stop] if isinstance(stop, str) else stop
         if max_tokens < 0 or temperature < 0 or not all(isinstance(s, str) for s in stop):
             raise RequestError("'max_tokens' and 'temperature' must be >= 0; 'stop' a string or strings")
-        if logprobs is not None and not 0 <= logprobs <= _MAX_TOP:
-            raise RequestError(f"'logprobs' must be between 0 and {_MAX_TOP}")
+        if logprobs is not None and not 0 <= logprobs <= MAX_TOP:
+            raise RequestError(f"'logprobs' must be between 0 and {MAX_TOP}")
         if _typed(body, "n", int, 1) != 1 or _typed(body, "stream", bool, False):
             raise RequestError("only n=1 without streaming is supported")
         if logprobs is not None and not echo:
@@ -355,7 +260,7 @@ class ModelService:
     ) -> Generation:
         """Structured output decoded by the server, for a backend whose ``chat`` does not declare
         ``structured_output``: the conversation rendered by the backend's ``render_chat``, then
-        :func:`~ragsense.models._structured.generate_structured` on its ``score`` and ``generate``."""
+        :func:`~ragsense.models.generate_structured` on its ``score`` and ``generate``."""
         render = getattr(self.model, "render_chat", None)
         if not callable(render):
             raise RequestError(
@@ -368,10 +273,16 @@ class ModelService:
         return Generation(generated.text, generated.finish_reason, self.model.count_tokens(generated.text))
 
     def _echo(self, text: str, top: int) -> dict[str, Any]:
-        from ragsense.models._transformers import TransformersModel
-
-        if isinstance(self.model, TransformersModel):
-            echo = transformers_prompt_logprobs(self.model, text, top)
+        if isinstance(self.model, SupportsPromptLogprobs):
+            [scored] = self._run(self.model.prompt_logprobs([text], top))
+            tokens = list(scored.tokens)
+            top_lists = None if scored.top is None else [None if d is None else dict(d) for d in scored.top]
+            if top_lists is not None:  # OpenAI lists the chosen token too
+                for t, v, d in zip(tokens, scored.logprobs, top_lists, strict=True):
+                    if d is not None and v is not None:
+                        d.setdefault(t, v)
+            starts, ends = [o[0] for o in scored.offsets], [o[1] for o in scored.offsets]
+            echo = _Echo(tokens, list(scored.logprobs), starts, ends, top_lists)
         elif isinstance(self.model, SupportsLogprobs):
             # Generic models: score the whole text as a continuation of an empty prompt.
             [s] = self._run(self.model.score([ScoreRequest("", text)]))
@@ -419,126 +330,5 @@ def _response_schema(body: dict[str, Any]) -> str | None:
     return json.dumps(schema)
 
 
-def _error(message: str, kind: str, code: int) -> dict[str, Any]:
+def error_body(message: str, kind: str, code: int) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "code": code}}
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive: clients send many small requests
-    server: RagsenseHTTPServer
-
-    def do_GET(self) -> None:
-        self._serve("GET")
-
-    def do_POST(self) -> None:
-        self._serve("POST")
-
-    def _serve(self, method: str) -> None:
-        started = time.perf_counter()
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = -1
-        if self.headers.get("Transfer-Encoding"):  # chunked bodies are not read: send Content-Length
-            self.close_connection = True
-            status, payload = 411, _error("send the body with a Content-Length", "invalid_request_error", 411)
-        elif length < 0 or length > _MAX_BODY:
-            self.close_connection = True  # the body is not read: the connection cannot be reused
-            status, payload = (
-                413,
-                _error(f"the body must be 0-{_MAX_BODY} bytes", "invalid_request_error", 413),
-            )
-        else:
-            raw = self.rfile.read(length) if length else b""
-            status, payload = self.server.service.handle(method, self.path, raw)
-        try:
-            data = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
-        except ValueError as exc:  # a non-finite number slipped through: still answer in JSON
-            status, payload = 500, _error(f"unserializable response: {exc}", "server_error", 500)
-            data = json.dumps(payload).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-        if self.server.log_requests:
-            ms = (time.perf_counter() - started) * 1000
-            print(f'{self.client_address[0]} "{method} {self.path}" {status} {ms:.0f} ms', file=sys.stderr)
-
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        pass  # _serve logs one line per request itself
-
-    def log_message(self, format: str, *args: Any) -> None:
-        if self.server.log_requests:
-            print(f"{self.client_address[0]} {format % args}", file=sys.stderr)
-
-
-class RagsenseHTTPServer(ThreadingHTTPServer):
-    """The HTTP server; ``serve_forever()`` runs it, ``close()`` stops it and releases the model."""
-
-    daemon_threads = True  # a client holding a keep-alive connection must not block shutdown
-
-    def __init__(self, address: tuple[str, int], service: ModelService, log_requests: bool = True) -> None:
-        super().__init__(address, _Handler)
-        self.service = service
-        self.log_requests = log_requests
-        self._thread: threading.Thread | None = None
-
-    @property
-    def base_url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def close(self) -> None:
-        if self._thread is not None:
-            self.shutdown()  # only valid while serve_forever runs
-            self._thread.join()
-            self._thread = None
-        self.server_close()
-        self.service.close()
-
-
-def serve(
-    model: LanguageModel,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    *,
-    model_name: str | None = None,
-    log_requests: bool = True,
-) -> RagsenseHTTPServer:
-    """Bind a server for ``model`` (``port=0``: any free port); call ``serve_forever()`` to run it.
-
-    ``model_name`` is the id clients send (default: ``model.info.name``).
-    """
-    return RagsenseHTTPServer((host, port), ModelService(model, model_name), log_requests)
-
-
-def start_in_thread(
-    model: LanguageModel,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    *,
-    model_name: str | None = None,
-    log_requests: bool = True,
-) -> tuple[RagsenseHTTPServer, str]:
-    """Serve ``model`` from a daemon thread; returns the server and its base URL (ends in ``/v1``)."""
-    server = serve(model, host, port, model_name=model_name, log_requests=log_requests)
-    server._thread = threading.Thread(target=server.serve_forever, name="ragsense-serve", daemon=True)
-    server._thread.start()
-    return server, server.base_url
-
-
-def run_server(model_name: str, host: str = "127.0.0.1", port: int = 8000, **model_options: Any) -> None:
-    """Load ``model_name`` and serve it until Ctrl-C (blocking); one log line per request on stderr."""
-    from ragsense.models._registry import load_model
-
-    model = load_model(model_name, **model_options)
-    server = RagsenseHTTPServer((host, port), ModelService(model, model_name, owns_model=True))
-    print(f"ragsense: serving {model_name!r} at {server.base_url} (Ctrl-C to stop)", file=sys.stderr)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        print("ragsense: stopping", file=sys.stderr)
-    finally:
-        server.server_close()
-        server.service.close()

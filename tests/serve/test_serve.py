@@ -20,8 +20,8 @@ import httpx
 
 from ragsense.models import Generation, GenerationConfig, ModelInfo, ScoreRequest, load_model
 from ragsense.models._fake import FakeModel
-from ragsense.models._serve import start_in_thread, transformers_prompt_logprobs
 from ragsense.models._transformers import TransformersModel
+from ragsense.serve import start_in_thread
 
 
 class _Broken(FakeModel):
@@ -147,7 +147,7 @@ def test_run_server_logs_and_stops_on_ctrl_c() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    code = f"from ragsense.models._serve import run_server; run_server('fake', '127.0.0.1', {port})"
+    code = f"from ragsense.serve import run_server; run_server('fake', '127.0.0.1', {port})"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -196,17 +196,30 @@ class _BosTokenizer:
 @pytest.mark.model
 def test_prompt_logprobs_match_local_scoring(smollm2: Any) -> None:
     text = "Context: Marie Curie won two Nobel prizes.\nAnswer: Marie Curie"
-    echo = transformers_prompt_logprobs(smollm2, text, top=3)
+    [echo] = smollm2.prompt_logprobs_sync([text], top=3)
     enc = smollm2.tokenizer(text, return_offsets_mapping=True)
-    assert echo.tokens == smollm2.tokenizer.convert_ids_to_tokens(enc["input_ids"])
-    assert list(zip(echo.starts, echo.ends, strict=True)) == [tuple(o) for o in enc["offset_mapping"]]
+    assert list(echo.tokens) == smollm2.tokenizer.convert_ids_to_tokens(enc["input_ids"])
+    assert list(echo.offsets) == [tuple(o) for o in enc["offset_mapping"]]
     assert echo.logprobs[0] is None  # no BOS: the first token cannot be scored
-    [ref] = smollm2.score_sync([ScoreRequest(text[: echo.ends[0]], text[echo.ends[0] :])])
-    assert echo.logprobs[1:] == pytest.approx(list(ref.logprobs), abs=1e-4)
+    end = echo.offsets[0][1]
+    [ref] = smollm2.score_sync([ScoreRequest(text[:end], text[end:])])
+    assert list(echo.logprobs[1:]) == list(ref.logprobs)  # one kernel: bit-identical
     assert echo.top is not None and echo.top[0] is None
     for token, value, top in zip(echo.tokens[1:], echo.logprobs[1:], echo.top[1:], strict=True):
-        assert top is not None and top[token] == value and max(top.values()) >= value
-        assert 3 <= len(top) <= 4  # the top 3, plus the chosen token when it is not among them
+        assert top is not None and len(top) == 3 and max(top.values()) >= value
+        assert top.get(token, value) == value
+    # The server lists the chosen token too, as OpenAI does.
+    server, url = start_in_thread(smollm2, log_requests=False)
+    try:
+        body = {"prompt": text, "max_tokens": 0, "echo": True, "logprobs": 3}
+        lp = httpx.post(url + "/completions", json=body, timeout=60).json()["choices"][0]["logprobs"]
+    finally:
+        server.close()
+    assert lp["token_logprobs"] == list(echo.logprobs)
+    for token, value, top in zip(
+        lp["tokens"][1:], lp["token_logprobs"][1:], lp["top_logprobs"][1:], strict=True
+    ):
+        assert top[token] == value and 3 <= len(top) <= 4  # the top 3, plus the chosen token
 
 
 @pytest.mark.model
@@ -215,7 +228,7 @@ def test_bos_tokenizer_round_trip(smollm2: Any) -> None:
         smollm2._model, _BosTokenizer(smollm2.tokenizer, 1), name="bos", fingerprint="bos"
     )
     text = "Paris is the capital of France."
-    echo = transformers_prompt_logprobs(bos_model, text)
+    [echo] = bos_model.prompt_logprobs_sync([text])
     assert echo.tokens[0] == "Paris" and echo.logprobs[0] is not None  # BOS hidden, first token scored
     server, url = start_in_thread(bos_model, log_requests=False)
     try:

@@ -1,0 +1,181 @@
+"""Choice scoring for the transformers backend: one prompt pass serves every choice of a request.
+
+Each choice is tokenized jointly with the prompt, as ``score`` does. When its tokens extend the
+prompt's own tokens (the usual case, a choice starting with a space), the prompt runs once: the LM head
+runs on its last position only, which scores the first token of every choice, and the other choice
+tokens go through one batched pass over the prompt's KV state. A choice that merges with the end of the
+prompt is scored by the packed ``score`` path.
+
+With ``shared_prefix`` set, and when the prefix's tokens are the leading tokens of the prompt's, the
+prefix always runs as its own pass, with its KV state kept in a small LRU cache, and the rest of the
+prompt on top of it. The computation is the same whether the cache was warm or not, and every request is
+computed alone, so results are bit-identical whatever the call history or the other requests of the call.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from ragsense.models._hf_scoring import Encoded, PackedScorer
+from ragsense.models._interface import ChoiceRequest, ScoreRequest
+
+# Shared-prefix KV states kept between score_choices calls (least recently used goes first).
+PREFIX_CACHE_ENTRIES = 8
+# Cached tokens one batched choice pass may hold once the prompt's KV state is expanded to the batch
+# (choices x prompt length): bounds memory when a long prompt has many multi-token choices.
+CHOICE_KV_TOKENS = 16384
+
+
+class ChoicePlan:
+    """One tokenized choice request.
+
+    ``prompt_ids`` is the prompt tokenized as :class:`ScoreRequest` tokenizes text (special tokens
+    added); ``prefix`` is the number of its leading tokens that form the shared prefix (0: none).
+    ``fast`` holds the choices whose joint tokenization extends ``prompt_ids`` (index, choice token
+    ids), scored on the prompt's KV state; ``slow`` the others (boundary merges), scored through the
+    packed ``score`` path.
+    """
+
+    __slots__ = ("fast", "n_choices", "prefix", "prompt_ids", "slow")
+
+    def __init__(
+        self,
+        prompt_ids: list[int],
+        prefix: int,
+        fast: list[tuple[int, list[int]]],
+        slow: list[tuple[int, Encoded]],
+        n_choices: int,
+    ) -> None:
+        self.prompt_ids = prompt_ids
+        self.prefix = prefix
+        self.fast = fast
+        self.slow = slow
+        self.n_choices = n_choices
+
+
+class ChoiceScorer:
+    """The ``score_choices`` path of one loaded model, with its shared-prefix KV cache."""
+
+    def __init__(self, scorer: PackedScorer) -> None:
+        self.scorer = scorer
+        self.kernel = scorer.kernel
+        # Shared-prefix token ids -> (KV cache after the prefix, the prefix's last output state).
+        self.prefix_cache: OrderedDict[tuple[int, ...], tuple[Any, Any]] = OrderedDict()
+        self._prefix_lock = threading.Lock()
+
+    def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[tuple[float, ...]]:
+        """The summed log-probability of each choice, per request (identical requests once)."""
+        unique: dict[ChoiceRequest, int] = {}
+        for req in requests:
+            unique.setdefault(req, len(unique))
+        # Tokenize and validate everything before any forward pass.
+        plans = [self.plan(req) for req in unique]
+        results = [self.run(plan) for plan in plans]
+        return [results[unique[req]] for req in requests]
+
+    def plan(self, req: ChoiceRequest) -> ChoicePlan:
+        if not req.choices:
+            raise ValueError("ChoiceRequest has no choices: give at least one")
+        if any(not choice for choice in req.choices):
+            raise ValueError("ChoiceRequest has an empty choice: nothing to score")
+        tok = self.scorer.tokenizer
+        prompt_ids: list[int] = list(tok(req.prompt, add_special_tokens=True)["input_ids"])
+        fast: list[tuple[int, list[int]]] = []
+        slow: list[tuple[int, Encoded]] = []
+        for index, choice in enumerate(req.choices):
+            # The ScoreRequest tokenization (raises for a context-window overflow, or an empty prompt
+            # without BOS); its continuation tokens are exactly what score() would score.
+            enc = self.scorer.encode(ScoreRequest(req.prompt, choice))
+            if enc.first == len(prompt_ids) and enc.ids[: enc.first] == prompt_ids:
+                fast.append((index, enc.ids[enc.first :]))
+            else:
+                slow.append((index, enc))
+        prefix = 0
+        if req.shared_prefix > 0 and fast:
+            prefix_ids: list[int] = list(
+                tok(req.prompt[: req.shared_prefix], add_special_tokens=True)["input_ids"]
+            )
+            if 0 < len(prefix_ids) <= len(prompt_ids) and prompt_ids[: len(prefix_ids)] == prefix_ids:
+                prefix = len(prefix_ids)
+        return ChoicePlan(prompt_ids, prefix, fast, slow, len(req.choices))
+
+    def prefix_state(self, prefix_ids: list[int]) -> tuple[Any, Any]:
+        """KV cache and last output state of ``prefix_ids``, from the LRU cache or computed (and kept).
+
+        The cached objects are never handed to a forward pass: callers extend a deep copy.
+        """
+        key = tuple(prefix_ids)
+        with self._prefix_lock:
+            entry = self.prefix_cache.get(key)
+            if entry is not None:
+                self.prefix_cache.move_to_end(key)
+                return entry
+        torch = self.kernel.torch
+        states, cache = self.kernel.forward(torch.tensor([prefix_ids], dtype=torch.long))
+        entry = (cache, states[0, -1:].clone())
+        with self._prefix_lock:
+            self.prefix_cache[key] = entry
+            self.prefix_cache.move_to_end(key)
+            while len(self.prefix_cache) > PREFIX_CACHE_ENTRIES:
+                self.prefix_cache.popitem(last=False)
+        return entry
+
+    def run(self, plan: ChoicePlan) -> tuple[float, ...]:
+        kernel = self.kernel
+        torch = kernel.torch
+        totals: list[float] = [0.0] * plan.n_choices
+        for index, enc in plan.slow:
+            [score] = self.scorer.score_encoded([enc])
+            totals[index] = float(sum(score.logprobs))
+        if not plan.fast:
+            return tuple(totals)
+        ids = plan.prompt_ids
+        with torch.inference_mode():
+            # 1. The prompt: one pass (or the shared prefix's pass, then the rest on a copy of its cache).
+            if plan.prefix:
+                prefix_cache, prefix_last = self.prefix_state(ids[: plan.prefix])
+                cache = copy.deepcopy(prefix_cache)
+                rest = ids[plan.prefix :]
+                if rest:
+                    states, cache = kernel.forward(torch.tensor([rest], dtype=torch.long), cache)
+                    last = states[0, -1:]
+                else:
+                    last = prefix_last
+            else:
+                states, cache = kernel.forward(torch.tensor([ids], dtype=torch.long))
+                last = states[0, -1:]
+            # 2. First choice tokens: the LM head on the prompt's last position only.
+            firsts = torch.tensor([c[0] for _, c in plan.fast], dtype=torch.long)
+            first_lp = kernel.logprobs_at(last, firsts).cpu().tolist()
+            token_lps: dict[int, list[float]] = {
+                index: [lp] for (index, _), lp in zip(plan.fast, first_lp, strict=True)
+            }
+            # 3. Later choice tokens: the multi-token choices as one right-padded batch on the prompt's
+            # KV state. Causal attention keeps padding (always to the right) out of the real positions.
+            multi = [(index, c) for index, c in plan.fast if len(c) > 1]
+            width = max((len(c) - 1 for _, c in multi), default=0)
+            per_pass = max(1, CHOICE_KV_TOKENS // (len(ids) + width)) if multi else 1
+            groups = [multi[start : start + per_pass] for start in range(0, len(multi), per_pass)]
+            for n, group in enumerate(groups):
+                # forward() extends the cache in place: every group but the last gets a copy.
+                group_cache = cache if n == len(groups) - 1 else copy.deepcopy(cache)
+                if len(group) > 1:
+                    group_cache.batch_repeat_interleave(len(group))
+                batch = torch.full((len(group), width), self.scorer.pad_id, dtype=torch.long)
+                for row, (_, c) in enumerate(group):
+                    batch[row, : len(c) - 1] = torch.tensor(c[:-1], dtype=torch.long)
+                states, _ = kernel.forward(batch, group_cache)
+                rows = torch.cat([states[row, : len(c) - 1] for row, (_, c) in enumerate(group)])
+                targets = torch.tensor([t for _, c in group for t in c[1:]], dtype=torch.long)
+                flat = kernel.target_logprobs(rows, targets).cpu().tolist()
+                pos = 0
+                for index, c in group:
+                    token_lps[index].extend(flat[pos : pos + len(c) - 1])
+                    pos += len(c) - 1
+        for index, lps in token_lps.items():
+            totals[index] = float(sum(lps))
+        return tuple(totals)

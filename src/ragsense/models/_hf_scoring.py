@@ -1,0 +1,205 @@
+"""Packed scoring for the transformers backend: :class:`ScoreRequest` in, :class:`ContinuationScore` out.
+
+* Requests are tokenized by the :class:`ScoreRequest` contract (:func:`encode`), deduplicated, sorted
+  by length and packed into right-padded batches under a padded-token budget, so padding stays small
+  and every batch has the same composition for the same input (bit-exact repeats).
+* Each batch runs the body once; only the positions whose next token is a continuation token go
+  through the head (:class:`~ragsense.models._kernel.LogprobKernel`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ragsense.models._interface import ContinuationScore, PromptLogprobs, ScoreRequest
+
+if TYPE_CHECKING:
+    import torch
+
+    from ragsense.models._kernel import LogprobKernel
+
+
+class Encoded:
+    """One tokenized request: ids, the index of the first continuation token, its offsets."""
+
+    __slots__ = ("first", "ids", "offsets", "straddles", "tokens")
+
+    def __init__(
+        self,
+        ids: list[int],
+        first: int,
+        offsets: list[tuple[int, int]],
+        tokens: list[str],
+        straddles: bool,
+    ) -> None:
+        self.ids = ids
+        self.first = first
+        self.offsets = offsets
+        self.tokens = tokens
+        self.straddles = straddles
+
+
+def encode(tokenizer: Any, req: ScoreRequest, context_window: int) -> Encoded:
+    """``req`` tokenized by the :class:`ScoreRequest` contract; :class:`ValueError` for an empty
+    continuation, a continuation at position 0, or more tokens than ``context_window``."""
+    text = req.prompt + req.continuation
+    enc = tokenizer(text, add_special_tokens=True, return_offsets_mapping=True)
+    ids: list[int] = list(enc["input_ids"])
+    offsets: list[tuple[int, int]] = [tuple(o) for o in enc["offset_mapping"]]
+    boundary = len(req.prompt)
+    special = set(tokenizer.all_special_ids)
+    first = next(
+        (i for i, (s, e) in enumerate(offsets) if e > boundary and not (ids[i] in special and s == e)),
+        len(ids),
+    )
+    if not req.continuation:
+        raise ValueError("empty continuation: nothing to score")
+    if first == 0:
+        raise ValueError(
+            "the continuation starts at the first token and this tokenizer adds no BOS token: "
+            "give a non-empty prompt"
+        )
+    if len(ids) > context_window:
+        raise ValueError(
+            f"prompt + continuation is {len(ids)} tokens, over the context window of "
+            f"{context_window}; truncate the context first"
+        )
+    cont_offsets = [(max(s - boundary, 0), e - boundary) for s, e in offsets[first:]]
+    tokens = tokenizer.convert_ids_to_tokens(ids[first:])
+    return Encoded(ids, first, cont_offsets, list(tokens), offsets[first][0] < boundary)
+
+
+def plan_batches(lengths: list[int], max_batch_tokens: int, max_batch_size: int) -> list[list[int]]:
+    """Indices of ``lengths`` in batches: longest first (ties by position, so the plan depends only on
+    the input), a batch closed when its padded tokens or its rows would pass the limits."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        width = lengths[current[0]] if current else lengths[i]
+        if current and ((len(current) + 1) * width > max_batch_tokens or len(current) >= max_batch_size):
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+class PackedScorer:
+    """The ``score`` path of one loaded model. ``max_batch_tokens`` bounds the padded tokens of one
+    forward pass, ``max_batch_size`` its rows."""
+
+    def __init__(
+        self,
+        kernel: LogprobKernel,
+        tokenizer: Any,
+        *,
+        pad_id: int,
+        context_window: int,
+        max_batch_tokens: int,
+        max_batch_size: int,
+    ) -> None:
+        self.kernel = kernel
+        self.tokenizer = tokenizer
+        self.pad_id = pad_id
+        self.context_window = context_window
+        self.max_batch_tokens = max_batch_tokens
+        self.max_batch_size = max_batch_size
+
+    def encode(self, req: ScoreRequest) -> Encoded:
+        return encode(self.tokenizer, req, self.context_window)
+
+    def batches(self, lengths: list[int]) -> list[list[int]]:
+        return plan_batches(lengths, self.max_batch_tokens, self.max_batch_size)
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[ContinuationScore]:
+        """Score ``requests`` (identical ones once), in request order."""
+        unique: dict[ScoreRequest, int] = {}
+        for req in requests:
+            unique.setdefault(req, len(unique))
+        encoded = [self.encode(req) for req in unique]
+        results = self.score_encoded(encoded)
+        return [results[unique[req]] for req in requests]
+
+    def score_encoded(self, encoded: list[Encoded]) -> list[ContinuationScore]:
+        torch = self.kernel.torch
+        out: list[ContinuationScore | None] = [None] * len(encoded)
+        for batch in self.batches([len(e.ids) for e in encoded]):
+            width = max(len(encoded[i].ids) for i in batch)
+            ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, i in enumerate(batch):
+                seq = encoded[i].ids
+                ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+                mask[row, : len(seq)] = 1
+            logprobs = self.continuation_logprobs(ids, mask, [encoded[i] for i in batch])
+            for row, i in enumerate(batch):
+                e = encoded[i]
+                out[i] = ContinuationScore(
+                    tokens=tuple(e.tokens),
+                    offsets=tuple(e.offsets),
+                    logprobs=tuple(logprobs[row]),
+                    prompt_tokens=e.first,
+                    straddles_boundary=e.straddles,
+                )
+        return [o for o in out if o is not None]
+
+    def continuation_logprobs(
+        self, ids: torch.Tensor, mask: torch.Tensor, items: list[Encoded]
+    ) -> list[list[float]]:
+        """One forward pass over a padded batch; each item's continuation log-probs."""
+        kernel = self.kernel
+        torch = kernel.torch
+        ids = ids.to(kernel.device)
+        mask = mask.to(kernel.device)
+        with torch.inference_mode():
+            states, _ = kernel.states(ids, attention_mask=mask)
+            rows = torch.cat([states[r, e.first - 1 : len(e.ids) - 1] for r, e in enumerate(items)])
+            targets = torch.tensor([t for e in items for t in e.ids[e.first :]], device=kernel.device)
+            flat = kernel.target_logprobs(rows, targets).cpu().tolist()
+        result: list[list[float]] = []
+        pos = 0
+        for e in items:
+            n = len(e.ids) - e.first
+            result.append(flat[pos : pos + n])
+            pos += n
+        return result
+
+
+def prompt_logprobs(
+    kernel: LogprobKernel, tokenizer: Any, text: str, top: int, context_window: int
+) -> PromptLogprobs:
+    """Every token of ``text`` scored from one forward pass (see :class:`PromptLogprobs`)."""
+    torch = kernel.torch
+    enc = tokenizer(text, add_special_tokens=True, return_offsets_mapping=True)
+    ids: list[int] = list(enc["input_ids"])
+    offsets = [(int(s), int(e)) for s, e in enc["offset_mapping"]]
+    if not ids:
+        raise ValueError("the prompt is empty: nothing to score")
+    if len(ids) > context_window:
+        raise ValueError(f"the prompt is {len(ids)} tokens, over the context window of {context_window}")
+    special = set(tokenizer.all_special_ids)
+    lead = 0
+    while lead < len(ids) - 1 and ids[lead] in special and offsets[lead][0] == offsets[lead][1]:
+        lead += 1
+    values: list[float | None] = [None] * len(ids)
+    tops: list[dict[str, float] | None] = [None] * len(ids)
+    if len(ids) > 1:
+        inp = torch.tensor([ids], dtype=torch.long, device=kernel.device)
+        with torch.inference_mode():
+            states, _ = kernel.states(inp)
+            picked, best = kernel.target_logprobs_top(states[0, :-1], inp[0, 1:], top)
+        values[1:] = picked.cpu().tolist()
+        row = 1
+        for chunk_values, chunk_ids in best:
+            for vs, ix in zip(chunk_values, chunk_ids, strict=True):
+                tops[row] = dict(zip(tokenizer.convert_ids_to_tokens(ix), vs, strict=True))
+                row += 1
+    return PromptLogprobs(
+        tokens=tuple(tokenizer.convert_ids_to_tokens(ids[lead:])),
+        logprobs=tuple(values[lead:]),
+        offsets=tuple(offsets[lead:]),
+        top=tuple(tops[lead:]) if top else None,
+    )
