@@ -15,6 +15,7 @@ from ragsense.cli import (
     _experiment,
     _grounding,
     _models,
+    _report,
     _runs,
     _serve,
     _vera,
@@ -32,7 +33,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ragsense {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (_evaluate, _grounding, _vera, _correctness, _runs, _experiment, _bench, _models, _serve):
+    for module in (
+        _evaluate,
+        _grounding,
+        _vera,
+        _correctness,
+        _runs,
+        _report,
+        _experiment,
+        _bench,
+        _models,
+        _serve,
+    ):
         module.add_parser(sub)
     return parser
 

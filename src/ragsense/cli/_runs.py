@@ -40,7 +40,7 @@ def add_parser(sub: Any) -> None:
         help="compare two runs: paired differences per metric with intervals",
         description=(
             "Per score: each run's mean on the rows both runs scored (paired by row id), the paired "
-            "difference B - A with a 95%% bootstrap interval, Wilcoxon's signed-rank p-value, and how "
+            "difference B - A with a 95% bootstrap interval, Wilcoxon's signed-rank p-value, and how "
             "many rows got better, worse or stayed the same; per verdict field, the counts in each run."
         ),
     )

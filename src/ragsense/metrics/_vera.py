@@ -43,8 +43,11 @@ class Vera:
         steps: Sequence[str] = SCORED_STEPS,
         retrieval: bool = True,
         model_options: dict[str, Any] | None = None,
+        model: ModelSpec | None = None,
         **options: Any,
     ) -> None:
+        # ``model`` is what ``evaluate(..., model=...)`` gives every metric named: here, the judge.
+        judge = judge if judge is not None else model
         bad = [s for s in steps if s not in SCORED_STEPS]
         if bad or not steps:
             raise ParameterError(

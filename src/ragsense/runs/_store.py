@@ -187,6 +187,9 @@ class RunStore:
         try:
             connection = sqlite3.connect(self.path, timeout=30.0)
             connection.execute("PRAGMA foreign_keys = ON")
+            # With the write-ahead log, NORMAL syncs at checkpoints rather than at every chunk's commit:
+            # a crash of ragsense loses nothing committed; a power cut may lose the last chunks.
+            connection.execute("PRAGMA synchronous = NORMAL")
             if not self._checked:
                 self._check(connection)
         except sqlite3.DatabaseError as exc:

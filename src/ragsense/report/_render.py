@@ -1,0 +1,107 @@
+"""One run (or two) -> one HTML page, within the size policy; and the same from a run store."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ragsense._version import __version__
+from ragsense.report._data import build_payload, row_keys
+from ragsense.report._fit import Report, fit_page
+from ragsense.report._summary import comparison_info, run_info, score_columns, verdict_columns
+from ragsense.report._texts import ReportLimits
+from ragsense.runs import Comparison, RunStore, StoredRun, compare_rows
+
+RunRows = tuple[StoredRun, Sequence[Mapping[str, Any]]]
+
+
+def _title(runs: Sequence[StoredRun]) -> str:
+    names = [r.id + (f" ({r.tag})" if r.tag else "") for r in runs]
+    return "ragsense report · " + " vs ".join(names)
+
+
+def build_report(
+    run: StoredRun,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    other: RunRows | None = None,
+    comparison: Comparison | None = None,
+    limits: ReportLimits | None = None,
+    compress: bool = True,
+) -> Report:
+    """Like :func:`render_report`, with what the size policy did (see :class:`Report`)."""
+    pairs: list[RunRows] = [(run, rows)] + ([other] if other is not None else [])
+    scores = score_columns(pairs)
+    verdicts = verdict_columns(pairs)
+    meta: dict[str, Any] = {
+        "version": __version__,
+        "runs": [run_info(r, rs) for r, rs in pairs],
+        "scores": scores,
+        "verdicts": verdicts,
+    }
+    if other is not None:
+        if comparison is None:
+            comparison = compare_rows(rows, other[1], [s["name"] for s in scores], verdicts)
+        meta["comparison"] = comparison_info(comparison)
+    runs_rows = [rs for _, rs in pairs]
+    base = limits or ReportLimits()
+    payload = build_payload(runs_rows, row_keys(runs_rows), scores, verdicts, base)
+    return fit_page(payload, base, meta, _title([r for r, _ in pairs]), compress)
+
+
+def render_report(
+    run: StoredRun,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    other: RunRows | None = None,
+    comparison: Comparison | None = None,
+    limits: ReportLimits | None = None,
+    compress: bool = True,
+) -> str:
+    """The HTML page of one run's ``rows`` (or of a comparison with ``other = (run_b, rows_b)``).
+
+    ``comparison`` defaults to :func:`ragsense.runs.compare_rows` on the scores and verdicts both runs
+    have. ``limits`` is the size policy (:class:`ReportLimits`); ``compress=False`` embeds the rows as
+    plain JSON instead of gzip + base64 (a larger page, readable with any text tool).
+    """
+    return build_report(run, rows, other=other, comparison=comparison, limits=limits, compress=compress).html
+
+
+def default_output(run_id: str, other_id: str | None = None) -> Path:
+    """``ragsense-report-<id>.html`` (``ragsense-report-<a>-vs-<b>.html``) in the working directory.
+
+    >>> default_output("abc").name, default_output("a", "b").name
+    ('ragsense-report-abc.html', 'ragsense-report-a-vs-b.html')
+    """
+    name = f"ragsense-report-{run_id}" + (f"-vs-{other_id}" if other_id else "") + ".html"
+    return Path.cwd() / name
+
+
+def write_report(
+    store: RunStore | str | os.PathLike[str] | None,
+    ref: str,
+    ref_b: str | None = None,
+    *,
+    output: str | os.PathLike[str] | None = None,
+    limits: ReportLimits | None = None,
+) -> Path:
+    """Write the report of run ``ref`` (compared with ``ref_b`` when given) from a run store, and
+    return its path (default :func:`default_output`). Raises :class:`ragsense.runs.RunNotFoundError`
+    for a run the store does not have."""
+    if not isinstance(store, RunStore):
+        store = RunStore(store)
+    run = store.get(ref)
+    rows = store.rows(run.id)
+    other: RunRows | None = None
+    if ref_b is not None:
+        run_b = store.get(ref_b)
+        other = (run_b, store.rows(run_b.id))
+    path = Path(output) if output is not None else default_output(run.id, other[0].id if other else None)
+    page = render_report(run, rows, other=other, limits=limits)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,236 @@
+"""The report's head: each run's identity, settings and summary, the ConSens bands, score ranges, and
+the paired comparison of two runs (from :func:`ragsense.runs.compare_rows`).
+
+>>> from ragsense.runs import StoredRun
+>>> run = StoredRun(id="abc", created="2026-01-01T00:00:00Z", finished=None, status="incomplete",
+...                 tag=None, command=None, version="0", dataset=None, input_hash=None, n_rows=2,
+...                 metrics=[{"name": "consens", "scores": ["consens"], "verdict": "verdict",
+...                           "settings": {"aggregation": "q25"}}])
+>>> rows = [{"consens": 0.5, "verdict": "grounded", "errors": []},
+...         {"consens": None, "verdict": None, "errors": [{"metric": "consens", "message": "x"}]}]
+>>> info = run_info(run, rows)
+>>> info["summary_source"], info["summary"]["consens"]["n"], info["summary"]["consens"]["errors"]
+('rows', 1, 1)
+>>> info["bands"]
+{'aggregation': 'q25', 'grounded_at': 0.02, 'ungrounded_below': 0.0}
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ragsense.consens import VERDICT_BANDS, Aggregation
+from ragsense.report._texts import round4
+from ragsense.runs import Comparison, StoredRun
+from ragsense.stats import mean_ci
+
+KNOWN_RANGES: dict[str, tuple[float, float]] = {
+    "consens": (-1.0, 1.0),
+    "similarity": (-1.0, 1.0),
+    "context_relevance": (0.0, 1.0),
+    "response_relevance": (0.0, 1.0),
+    "response_adherence": (0.0, 1.0),
+}
+"""Score fields whose range is known; other scores' histograms span their values."""
+
+SETTING_MAX = 2_000
+"""Setting values (a prompt template) are cut to this many characters in the page."""
+
+WORST_LISTED = 20
+
+
+def number(value: Any) -> float | None:
+    """A finite number, else None (booleans are not numbers here)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    x = float(value)
+    return x if math.isfinite(x) else None
+
+
+def row_key(row: Mapping[str, Any], position: int) -> str:
+    """How rows are paired between two runs: the ``id``, else ``#`` and the row's position (the same
+    rule as :func:`ragsense.runs.compare_rows`)."""
+    if row.get("id") is not None:
+        return str(row["id"])
+    return f"#{row.get('_row', position)}"
+
+
+def row_errors(row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    errors = row.get("errors")
+    if isinstance(errors, list):
+        return [e for e in errors if isinstance(e, Mapping)]
+    error = row.get("error")
+    if isinstance(error, Mapping):
+        return [{"metric": None, "field": error.get("field"), "message": error.get("message", "")}]
+    return []
+
+
+def summary_from_rows(run: StoredRun, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per metric n, errors, means with 95% t intervals and verdict counts, computed from the stored
+    rows by the rule ``Evaluation.summary`` uses (for a run that has no stored summary)."""
+    per_row = [row_errors(r) for r in rows]
+    out: dict[str, Any] = {}
+    for metric in run.metrics:
+        name = str(metric.get("name"))
+        failed = [any(e.get("metric") in (name, "input", "output") for e in errs) for errs in per_row]
+        scored = [r for r, bad in zip(rows, failed, strict=True) if not bad]
+        scores: dict[str, Any] = {}
+        for key in metric.get("scores", []):
+            values = [x for r in scored if (x := number(r.get(key))) is not None]
+            if values:
+                mean, low, high = mean_ci(values)
+                scores[str(key)] = {"n": len(values), "mean": mean, "ci95": [low, high]}
+        verdicts: dict[str, int] = {}
+        field = metric.get("verdict")
+        if field:
+            counts = Counter(str(r[field]) for r in scored if r.get(field) is not None)
+            verdicts = dict(sorted(counts.items()))
+        out[name] = {"n": len(scored), "errors": sum(failed), "scores": scores, "verdicts": verdicts}
+    return out
+
+
+def _round_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, m in summary.items():
+        scores = {
+            key: {
+                "n": s.get("n"),
+                "mean": round4(s.get("mean")),
+                "ci95": [round4(x) for x in (s.get("ci95") or [None, None])],
+            }
+            for key, s in (m.get("scores") or {}).items()
+        }
+        out[str(name)] = {
+            "n": m.get("n"),
+            "errors": m.get("errors"),
+            "scores": scores,
+            "verdicts": dict(m.get("verdicts") or {}),
+        }
+    return out
+
+
+def consens_bands(run: StoredRun, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """ConSens's verdict thresholds for the run's aggregation (its settings, else its rows)."""
+    aggregation: Any = None
+    for metric in run.metrics:
+        if metric.get("name") in ("consens", "attribution"):
+            aggregation = (metric.get("settings") or {}).get("aggregation")
+    if aggregation is None:
+        aggregation = next((r["aggregation"] for r in rows if r.get("aggregation")), None)
+    if aggregation is None:
+        if "consens" not in run.score_fields():
+            return None
+        aggregation = Aggregation.Q25.value
+    try:
+        grounded_at, ungrounded_below = VERDICT_BANDS[Aggregation(str(aggregation))]
+    except ValueError:
+        return None
+    return {"aggregation": str(aggregation), "grounded_at": grounded_at, "ungrounded_below": ungrounded_below}
+
+
+def _setting(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > SETTING_MAX:
+        return value[:SETTING_MAX] + f"… ({len(value) - SETTING_MAX} more characters)"
+    if isinstance(value, float):
+        return round4(value) if math.isfinite(value) else str(value)
+    if isinstance(value, list | tuple):
+        return [_setting(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _setting(v) for k, v in value.items()}
+    return value if value is None or isinstance(value, str | int | bool) else str(value)
+
+
+def run_info(run: StoredRun, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What the page shows of one run besides its rows."""
+    stored = (run.summary or {}).get("metrics")
+    summary = stored if isinstance(stored, Mapping) and stored else summary_from_rows(run, rows)
+    meta = run.summary or {}
+    return {
+        "id": run.id,
+        "tag": run.tag,
+        "status": run.status,
+        "note": run.note,
+        "created": run.created,
+        "finished": run.finished,
+        "command": run.command,
+        "version": run.version,
+        "dataset": run.dataset,
+        "input_hash": run.input_hash,
+        "n_rows": run.n_rows,
+        "n_rows_embedded": len(rows),
+        "seconds": round4(meta.get("seconds")),
+        "n_resumed": meta.get("n_resumed"),
+        "rows_with_errors": sum(bool(row_errors(r)) for r in rows),
+        "metrics": [
+            {
+                "name": str(m.get("name")),
+                "scores": [str(s) for s in m.get("scores", [])],
+                "verdict": m.get("verdict"),
+                "settings": _setting(dict(m.get("settings") or {})),
+                "models": _setting(dict(m.get("models") or {})),
+            }
+            for m in run.metrics
+        ],
+        "summary": _round_summary(summary),
+        "summary_source": "stored" if summary is stored else "rows",
+        "bands": consens_bands(run, rows),
+    }
+
+
+def score_columns(runs: Sequence[tuple[StoredRun, Sequence[Mapping[str, Any]]]]) -> list[dict[str, Any]]:
+    """The score fields the table shows (in both runs, for a comparison) with their histogram range."""
+    names = runs[0][0].score_fields()
+    for other, _ in runs[1:]:
+        names = [n for n in names if n in other.score_fields()]
+    metric_of = {str(s): str(m.get("name")) for m in runs[0][0].metrics for s in m.get("scores", [])}
+    out: list[dict[str, Any]] = []
+    for name in dict.fromkeys(names):
+        if name in KNOWN_RANGES:
+            lo, hi = KNOWN_RANGES[name]
+        else:
+            values = [x for _, rows in runs for r in rows if (x := number(r.get(name))) is not None]
+            lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+        out.append({"name": name, "metric": metric_of.get(name), "lo": round4(lo), "hi": round4(hi)})
+    return out
+
+
+def verdict_columns(runs: Sequence[tuple[StoredRun, Sequence[Mapping[str, Any]]]]) -> list[str]:
+    names = runs[0][0].verdict_fields()
+    for other, _ in runs[1:]:
+        names = [n for n in names if n in other.verdict_fields()]
+    return list(dict.fromkeys(names))
+
+
+def comparison_info(comparison: Comparison) -> dict[str, Any]:
+    """The comparison as the page shows it: per score the paired difference with its interval and
+    p-value, per verdict field the counts, and the rows that dropped most per score."""
+    scores = []
+    for s in comparison.scores:
+        scores.append(
+            {
+                "score": s.score,
+                "n": s.n,
+                "mean_a": round4(s.mean_a),
+                "mean_b": round4(s.mean_b),
+                "difference": round4(s.mean_difference),
+                "ci95": None if s.ci95 is None else [round4(x) for x in s.ci95],
+                "p": round4(s.p_value),
+                "better": s.n_better,
+                "worse": s.n_worse,
+                "same": s.n_same,
+            }
+        )
+    return {
+        "n_a": comparison.n_a,
+        "n_b": comparison.n_b,
+        "n_shared": comparison.n_shared,
+        "scores": scores,
+        "verdicts": [v.to_dict() for v in comparison.verdicts],
+        "worst": {
+            s.score: [[c.key, round4(c.a), round4(c.b)] for c in comparison.worst(s.score, WORST_LISTED)]
+            for s in comparison.scores
+        },
+    }
