@@ -54,16 +54,17 @@ def test_target_logprobs_are_the_log_softmax_and_independent_of_the_chunking(
         full = torch.log_softmax(kernel.logits(rows), dim=-1)
         expected = full.gather(1, targets[:, None])[:, 0]
         got = kernel.target_logprobs(rows, targets)
-        assert torch.allclose(got, expected, atol=1e-5)
+        # Same maths, another reduction order over 49k logits: float32 agrees to about 3e-5 nats.
+        assert torch.allclose(got, expected, atol=1e-4, rtol=0)
         values, best = kernel.target_logprobs_top(rows, targets, 3)
         assert torch.equal(values, got)
         assert [row for chunk in best for row in chunk[1]] == full.topk(3, dim=-1).indices.tolist()
         monkeypatch.setattr(kernel_module, "HEAD_CHUNK", 3)  # many chunks: the same values
-        assert torch.allclose(kernel.target_logprobs(rows, targets), got, atol=1e-5)
+        assert torch.allclose(kernel.target_logprobs(rows, targets), got, atol=1e-4, rtol=0)
         # One position, several candidates; the full row of one position.
         at = kernel.logprobs_at(rows[:1], targets[:2])
-        assert torch.allclose(at, full[0, targets[:2]], atol=1e-5)
-        assert torch.allclose(kernel.next_token_logprobs(rows[:1]), full[0], atol=1e-5)
+        assert torch.allclose(at, full[0, targets[:2]], atol=1e-4, rtol=0)
+        assert torch.allclose(kernel.next_token_logprobs(rows[:1]), full[0], atol=1e-4, rtol=0)
 
 
 def test_score_and_prompt_logprobs_share_the_kernel_bit_for_bit(gemma3: Any) -> None:
