@@ -48,36 +48,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragsense.metrics import ATTRIBUTION_FIELDS, CONSENS_FIELDS
 from ragsense.report._summary import row_errors, row_key
 from ragsense.report._texts import ReportLimits, cut, fair_cap, milli, round4, short_text
 
 QUESTION_FIELDS = ("question", "user_input")
 ANSWER_FIELDS = ("answer", "response")
 CONTEXT_FIELDS = ("contexts", "retrieved_contexts")
+# ConSens's fields are drawn by the score table and the word view (its verdict stays in the table).
 SHOWN_ELSEWHERE = frozenset(
-    {
-        *QUESTION_FIELDS,
-        *ANSWER_FIELDS,
-        *CONTEXT_FIELDS,
-        "id",
-        "_row",
-        "errors",
-        "error",
-        "r",
-        "ppl_context",
-        "ppl_empty",
-        "aggregation",
-        "consens_by_aggregation",
-        "words",
-        "fallback",
-        "truncated",
-        "context_tokens_dropped",
-        "notes",
-        "model",
-        "attribution",
-        "top_document",
-        "vera",
-    }
+    {*QUESTION_FIELDS, *ANSWER_FIELDS, *CONTEXT_FIELDS, "id", "_row", "errors", "error", "vera"}
+    | (set(CONSENS_FIELDS) - {"consens", "verdict"})
+    | set(ATTRIBUTION_FIELDS)
 )
 MAX_OTHER_FIELDS = 30
 VERA_STEPS = ("context", "relevance", "adherence")
