@@ -221,3 +221,10 @@ def test_a_killed_run_shows_as_incomplete_with_its_rows(tmp_path: Path) -> None:
     kept = store.rows(stored.id)
     assert 8 <= len(kept) < 400 and len(kept) % 4 == 0  # whole chunks only
     assert [r["_row"] for r in kept] == list(range(len(kept)))
+
+
+def test_named_vera_takes_the_evaluate_model_as_its_judge(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs.sqlite")
+    run = evaluate(ROWS[:2], "consens,vera", model="fake", progress=False, store=store)
+    vera = store.get(run.run_id or "").metrics[1]
+    assert vera["settings"]["judge"] == "fake" and vera["models"] == {"judge": "fake:fake"}
