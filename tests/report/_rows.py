@@ -15,27 +15,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ragsense import metrics
 from ragsense.consens import VERDICT_BANDS, Aggregation
 from ragsense.runs import RunStore, StoredRun
 
 AGGREGATIONS = [a.value for a in Aggregation]
-CONSENS_FIELDS = [
-    "consens",
-    "r",
-    "ppl_context",
-    "ppl_empty",
-    "aggregation",
-    "consens_by_aggregation",
-    "words",
-    "fallback",
-    "truncated",
-    "context_tokens_dropped",
-    "notes",
-    "verdict",
-    "model",
-    "attribution",
-    "top_document",
-]
+CONSENS_FIELDS = [*metrics.CONSENS_FIELDS, *metrics.ATTRIBUTION_FIELDS]  # as the metric writes them
 METRICS: list[dict[str, Any]] = [
     {
         "name": "consens",

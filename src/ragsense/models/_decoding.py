@@ -81,6 +81,18 @@ def eos_ids(model: Any, tokenizer: Any) -> set[int]:
     return {int(e) for e in eos} if isinstance(eos, list | tuple) else {int(eos)}
 
 
+def finished_generation(tok: Any, gen_ids: list[int], config: GenerationConfig) -> Generation:
+    """The text of generated ids (pad ids already left out), cut at the first stop string, with
+    ``generate``'s finish reason: ``length`` when the token cap was reached, else ``stop``."""
+    text = tok.decode(gen_ids, skip_special_tokens=True)
+    finish = "length" if len(gen_ids) >= config.max_new_tokens else "stop"
+    for stop in config.stop:
+        cut = text.find(stop)
+        if cut >= 0:
+            text, finish = text[:cut], "stop"
+    return Generation(text=text, finish_reason=finish, n_tokens=len(gen_ids))
+
+
 def generate_greedy_one(
     kernel: LogprobKernel,
     tok: Any,
@@ -110,14 +122,7 @@ def generate_greedy_one(
 
     with torch.inference_mode():
         generated, _, _ = greedy_loop(kernel, ids, config.max_new_tokens, scored=False, stop=should_stop)
-    gen_ids = [t for t in generated if t != pad_id]
-    text = tok.decode(gen_ids, skip_special_tokens=True)
-    finish = "length" if len(gen_ids) >= config.max_new_tokens else "stop"
-    for stop in config.stop:
-        cut = text.find(stop)
-        if cut >= 0:
-            text, finish = text[:cut], "stop"
-    return Generation(text=text, finish_reason=finish, n_tokens=len(gen_ids))
+    return finished_generation(tok, [t for t in generated if t != pad_id], config)
 
 
 def generate_scored_one(
@@ -223,12 +228,5 @@ def hf_generate(
             out = model.generate(**enc, **kwargs)
         new = out[:, enc["input_ids"].shape[1] :]
         for row, i in enumerate(batch):
-            gen_ids = [t for t in new[row].tolist() if t != pad_id]
-            text = tok.decode(gen_ids, skip_special_tokens=True)
-            finish = "length" if len(gen_ids) >= config.max_new_tokens else "stop"
-            for stop in config.stop:
-                cut = text.find(stop)
-                if cut >= 0:
-                    text, finish = text[:cut], "stop"
-            results[i] = Generation(text=text, finish_reason=finish, n_tokens=len(gen_ids))
+            results[i] = finished_generation(tok, [t for t in new[row].tolist() if t != pad_id], config)
     return [r for r in results if r is not None]
