@@ -21,14 +21,17 @@ from ragsense.models._interface import (
     ScoredGeneration,
     ScoreRequest,
     SupportsChat,
+    SupportsChatTemplate,
     SupportsChoiceScoring,
     SupportsGeneration,
     SupportsLogprobs,
     SupportsPromptLogprobs,
     SupportsScoredGeneration,
+    SupportsStructuredChat,
     SupportsTokenAccess,
     chat_available,
     require,
+    structured_chat,
 )
 from ragsense.models._pool import ModelPool, ModelSpec, shared_pool
 from ragsense.models._registry import DEFAULT_MODEL, available_backends, load_model, resolve_name
@@ -50,11 +53,13 @@ __all__ = [
     "ScoreRequest",
     "ScoredGeneration",
     "SupportsChat",
+    "SupportsChatTemplate",
     "SupportsChoiceScoring",
     "SupportsGeneration",
     "SupportsLogprobs",
     "SupportsPromptLogprobs",
     "SupportsScoredGeneration",
+    "SupportsStructuredChat",
     "SupportsTokenAccess",
     "UnsupportedSchemaError",
     "available_backends",
@@ -64,4 +69,5 @@ __all__ = [
     "require",
     "resolve_name",
     "shared_pool",
+    "structured_chat",
 ]

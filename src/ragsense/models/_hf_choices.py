@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragsense.models._hf_scoring import Encoded, PackedScorer
+from ragsense.models._hf_shared import continuations_on_state, prompt_state
 from ragsense.models._interface import ChoiceRequest, ScoreRequest
 
 # Shared-prefix KV states kept between score_choices calls (least recently used goes first).
@@ -146,36 +147,18 @@ class ChoiceScorer:
                 else:
                     last = prefix_last
             else:
-                states, cache = kernel.forward(torch.tensor([ids], dtype=torch.long))
-                last = states[0, -1:]
-            # 2. First choice tokens: the LM head on the prompt's last position only.
-            firsts = torch.tensor([c[0] for _, c in plan.fast], dtype=torch.long)
-            first_lp = kernel.logprobs_at(last, firsts).cpu().tolist()
-            token_lps: dict[int, list[float]] = {
-                index: [lp] for (index, _), lp in zip(plan.fast, first_lp, strict=True)
-            }
-            # 3. Later choice tokens: the multi-token choices as one right-padded batch on the prompt's
-            # KV state. Causal attention keeps padding (always to the right) out of the real positions.
-            multi = [(index, c) for index, c in plan.fast if len(c) > 1]
-            width = max((len(c) - 1 for _, c in multi), default=0)
-            per_pass = max(1, CHOICE_KV_TOKENS // (len(ids) + width)) if multi else 1
-            groups = [multi[start : start + per_pass] for start in range(0, len(multi), per_pass)]
-            for n, group in enumerate(groups):
-                # forward() extends the cache in place: every group but the last gets a copy.
-                group_cache = cache if n == len(groups) - 1 else copy.deepcopy(cache)
-                if len(group) > 1:
-                    group_cache.batch_repeat_interleave(len(group))
-                batch = torch.full((len(group), width), self.scorer.pad_id, dtype=torch.long)
-                for row, (_, c) in enumerate(group):
-                    batch[row, : len(c) - 1] = torch.tensor(c[:-1], dtype=torch.long)
-                states, _ = kernel.forward(batch, group_cache)
-                rows = torch.cat([states[row, : len(c) - 1] for row, (_, c) in enumerate(group)])
-                targets = torch.tensor([t for _, c in group for t in c[1:]], dtype=torch.long)
-                flat = kernel.target_logprobs(rows, targets).cpu().tolist()
-                pos = 0
-                for index, c in group:
-                    token_lps[index].extend(flat[pos : pos + len(c) - 1])
-                    pos += len(c) - 1
+                cache, last = prompt_state(kernel, ids)
+            # 2. Every choice's tokens on the prompt's KV state.
+            per_choice = continuations_on_state(
+                kernel,
+                cache,
+                last,
+                len(ids),
+                [c for _, c in plan.fast],
+                pad_id=self.scorer.pad_id,
+                kv_tokens=CHOICE_KV_TOKENS,
+            )
+        token_lps = {index: lps for (index, _), lps in zip(plan.fast, per_choice, strict=True)}
         for index, lps in token_lps.items():
             totals[index] = float(sum(lps))
         return tuple(totals)

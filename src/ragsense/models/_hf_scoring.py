@@ -5,6 +5,14 @@
   and every batch has the same composition for the same input (bit-exact repeats).
 * Each batch runs the body once; only the positions whose next token is a continuation token go
   through the head (:class:`~ragsense.models._kernel.LogprobKernel`).
+* A request whose prompt has at least :data:`~ragsense.models._hf_shared.MIN_SHARED_PROMPT` tokens
+  can run as a prompt pass and a continuation pass on its KV state (:mod:`~ragsense.models._hf_shared`),
+  and requests of one call with the same prompt tokens then share the prompt pass: VERA's statements
+  after one context, the grounded and the ungrounded answer of one row, several systems' answers to
+  one question. With one row per pass (``max_batch_size=1``, the CPU default) every such request takes
+  that route and each continuation runs alone, so a request's log-probs never depend on the other
+  requests of the call. With batching (GPU) only prompts shared by two or more requests take it, their
+  continuations batched; the rest go through the padded batches.
 """
 
 from __future__ import annotations
@@ -12,6 +20,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ragsense.models._hf_shared import (
+    MIN_SHARED_PROMPT,
+    SCORE_KV_TOKENS,
+    continuations_on_state,
+    prompt_state,
+)
 from ragsense.models._interface import ContinuationScore, PromptLogprobs, ScoreRequest
 
 if TYPE_CHECKING:
@@ -124,6 +138,42 @@ class PackedScorer:
         return [results[unique[req]] for req in requests]
 
     def score_encoded(self, encoded: list[Encoded]) -> list[ContinuationScore]:
+        out: list[ContinuationScore | None] = [None] * len(encoded)
+        by_prompt: dict[tuple[int, ...], list[int]] = {}
+        for i, e in enumerate(encoded):
+            if e.first >= MIN_SHARED_PROMPT:
+                by_prompt.setdefault(tuple(e.ids[: e.first]), []).append(i)
+        alone_ok = self.max_batch_size == 1  # one row per pass: the route is the same for every request
+        shared = [members for members in by_prompt.values() if len(members) > 1 or alone_ok]
+        for members in shared:
+            items = [encoded[i] for i in members]
+            for i, logprobs in zip(members, self.shared_prompt_logprobs(items), strict=True):
+                out[i] = _result(encoded[i], logprobs)
+        in_shared = {i for members in shared for i in members}
+        alone = [i for i in range(len(encoded)) if i not in in_shared]
+        for i, score in zip(alone, self._score_padded([encoded[i] for i in alone]), strict=True):
+            out[i] = score
+        return [o for o in out if o is not None]
+
+    def shared_prompt_logprobs(self, items: list[Encoded]) -> list[list[float]]:
+        """Continuation log-probs of requests whose tokens before ``first`` are the same: the prompt
+        once, the continuations on its KV state."""
+        kernel = self.kernel
+        first = items[0].first
+        with kernel.torch.inference_mode():
+            cache, last = prompt_state(kernel, items[0].ids[:first])
+            return continuations_on_state(
+                kernel,
+                cache,
+                last,
+                first,
+                [e.ids[first:] for e in items],
+                pad_id=self.pad_id,
+                kv_tokens=SCORE_KV_TOKENS,
+                max_rows=self.max_batch_size,
+            )
+
+    def _score_padded(self, encoded: list[Encoded]) -> list[ContinuationScore]:
         torch = self.kernel.torch
         out: list[ContinuationScore | None] = [None] * len(encoded)
         for batch in self.batches([len(e.ids) for e in encoded]):
@@ -136,14 +186,7 @@ class PackedScorer:
                 mask[row, : len(seq)] = 1
             logprobs = self.continuation_logprobs(ids, mask, [encoded[i] for i in batch])
             for row, i in enumerate(batch):
-                e = encoded[i]
-                out[i] = ContinuationScore(
-                    tokens=tuple(e.tokens),
-                    offsets=tuple(e.offsets),
-                    logprobs=tuple(logprobs[row]),
-                    prompt_tokens=e.first,
-                    straddles_boundary=e.straddles,
-                )
+                out[i] = _result(encoded[i], logprobs[row])
         return [o for o in out if o is not None]
 
     def continuation_logprobs(
@@ -166,6 +209,16 @@ class PackedScorer:
             result.append(flat[pos : pos + n])
             pos += n
         return result
+
+
+def _result(e: Encoded, logprobs: list[float]) -> ContinuationScore:
+    return ContinuationScore(
+        tokens=tuple(e.tokens),
+        offsets=tuple(e.offsets),
+        logprobs=tuple(logprobs),
+        prompt_tokens=e.first,
+        straddles_boundary=e.straddles,
+    )
 
 
 def prompt_logprobs(

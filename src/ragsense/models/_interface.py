@@ -268,6 +268,32 @@ class SupportsChat(LanguageModel, Protocol):
     ) -> list[Generation]: ...
 
 
+@runtime_checkable
+class SupportsChatTemplate(LanguageModel, Protocol):
+    """Capability: the model's chat format as text, for callers that decode on their own (the
+    schema-guided decoder of ``ragsense serve`` for a backend whose ``chat`` cannot take a schema)."""
+
+    def render_chat(self, conversation: Sequence[ChatMessage]) -> str: ...
+
+
+@runtime_checkable
+class SupportsStructuredChat(SupportsChat, Protocol):
+    """Capability: ``chat`` honours ``GenerationConfig.json_schema`` (schema-guided decoding inside
+    the backend). A backend declares it with the class attribute ``structured_output = True``."""
+
+    structured_output: bool
+
+
+def structured_chat(model: LanguageModel) -> bool:
+    """Whether ``model``'s ``chat`` decodes to a JSON schema itself.
+
+    >>> from ragsense.models import load_model
+    >>> structured_chat(load_model("fake"))
+    True
+    """
+    return isinstance(model, SupportsStructuredChat) and model.structured_output is True
+
+
 def chat_available(model: LanguageModel) -> bool:
     """Whether ``model`` can generate from a conversation in its own chat format.
 

@@ -28,8 +28,9 @@ Endpoints (the subset ragsense's own ``openai`` backend and most evaluation tool
   - ``response_format: {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`` asks for
     structured output: the reply is a JSON document valid under ``schema``, decoded greedily whatever
     the temperature (``stop`` is ignored); ``max_tokens`` bounds each free-string field. A backend
-    that declares ``structured_output = True`` gets the schema as ``GenerationConfig.json_schema``;
-    any other model with a chat template, ``score`` and ``generate`` is decoded here by
+    with the :class:`~ragsense.models.SupportsStructuredChat` capability gets the schema as
+    ``GenerationConfig.json_schema``; any other model with
+    :class:`~ragsense.models.SupportsChatTemplate`, ``score`` and ``generate`` is decoded here by
     :func:`ragsense.models.generate_structured`. A schema outside its subset is HTTP 400 naming the construct.
     ``{"type": "json_object"}`` (JSON without a schema) is HTTP 400; ``{"type": "text"}`` is the default.
 * ``POST /tokenize`` (also ``/v1/tokenize``): vLLM's ``{"prompt", "add_special_tokens"}`` or

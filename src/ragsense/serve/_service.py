@@ -22,12 +22,14 @@ from ragsense.models import (
     LanguageModel,
     ScoreRequest,
     SupportsChat,
+    SupportsChatTemplate,
     SupportsGeneration,
     SupportsLogprobs,
     SupportsPromptLogprobs,
     SupportsTokenAccess,
     chat_available,
     generate_structured,
+    structured_chat,
 )
 
 MAX_TOP = 20
@@ -230,7 +232,7 @@ class ModelService:
         model = self.model
         assert isinstance(model, SupportsChat)  # chat_available checked it
         with self._lock:
-            if schema is None or getattr(model, "structured_output", False) is True:
+            if schema is None or structured_chat(model):
                 try:
                     [generated] = self._run(model.chat([messages], config))
                 except CapabilityError as exc:  # the backend cannot honour this schema
@@ -261,11 +263,11 @@ class ModelService:
         """Structured output decoded by the server, for a backend whose ``chat`` does not declare
         ``structured_output``: the conversation rendered by the backend's ``render_chat``, then
         :func:`~ragsense.models.generate_structured` on its ``score`` and ``generate``."""
-        render = getattr(self.model, "render_chat", None)
-        if not callable(render):
+        if not isinstance(self.model, SupportsChatTemplate):
             raise RequestError(
                 f"the model {self.name!r} cannot produce structured output (response_format json_schema)"
             )
+        render = self.model.render_chat
         try:  # an unsupported schema or a model that cannot score: 400, naming what is missing
             generated = self._run(generate_structured(self.model, str(render(messages)), schema, config))
         except CapabilityError as exc:

@@ -1,0 +1,92 @@
+"""Continuations on one shared prompt: the prompt's body runs once, every continuation on its KV state.
+
+Used by choice scoring (a judge's labels after one prompt) and by packed scoring when several requests
+of one call share their prompt tokens (VERA's statements after one question and context, the grounded
+and the ungrounded answer of one row, two systems' answers to one question). Scoring ``k`` answers of
+``n`` tokens after a ``p``-token prompt then costs ``p + k * n`` token positions instead of
+``k * (p + n)``.
+
+Exactness: with causal attention, position ``i``'s state depends only on tokens ``0..i``, so the
+states a continuation gets on the prompt's KV state are those of one pass over prompt + continuation;
+the results differ from the padded pass's only by floating-point summation order (about 1e-6 in a
+log-probability; up to 4e-5 measured on WikiEval rows), and the same call always computes them the
+same way.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ragsense.models._kernel import LogprobKernel
+
+# Packed scoring shares a prompt between requests only from this many prompt tokens on: below it the
+# extra forward calls cost more than the positions they save.
+MIN_SHARED_PROMPT = 32
+# Cached tokens one batched continuation pass of packed scoring may hold (46 KB a token for SmolLM2:
+# 8192 tokens are about 380 MB).
+SCORE_KV_TOKENS = 8192
+
+
+def prompt_state(kernel: LogprobKernel, prompt_ids: Sequence[int]) -> tuple[Any, Any]:
+    """``(KV cache, last state)`` after one pass over ``prompt_ids``; call under inference mode."""
+    torch = kernel.torch
+    states, cache = kernel.forward(torch.tensor([list(prompt_ids)], dtype=torch.long))
+    return cache, states[0, -1:]
+
+
+def continuations_on_state(
+    kernel: LogprobKernel,
+    cache: Any,
+    last: Any,
+    prompt_len: int,
+    continuations: Sequence[Sequence[int]],
+    *,
+    pad_id: int,
+    kv_tokens: int,
+    max_rows: int | None = None,
+) -> list[list[float]]:
+    """Per continuation, the log-probability of each of its tokens after the prompt whose KV ``cache``
+    and last state ``last`` are given (``prompt_len`` tokens). Call under ``torch.inference_mode()``.
+
+    The first token of every continuation is scored from ``last`` (one head row per distinct token);
+    the later tokens run as right-padded batches on copies of the cache, each batch holding at most
+    ``kv_tokens`` cached tokens (continuations x (prompt + widest continuation)), which bounds memory
+    when a long prompt has many continuations, and at most ``max_rows`` continuations (1: each alone,
+    so a continuation's log-probs do not depend on the others). ``cache`` is extended in place by the
+    last batch: pass a copy to keep it. Causal attention keeps the padding (always to the right) out of
+    the real positions.
+    """
+    torch = kernel.torch
+    if any(not c for c in continuations):
+        raise ValueError("an empty continuation: nothing to score")
+    firsts = torch.tensor([c[0] for c in continuations], dtype=torch.long)
+    first_lp = kernel.logprobs_at(last, firsts).cpu().tolist()
+    token_lps: list[list[float]] = [[lp] for lp in first_lp]
+    multi = [(index, c) for index, c in enumerate(continuations) if len(c) > 1]
+    width = max((len(c) - 1 for _, c in multi), default=0)
+    per_pass = max(1, kv_tokens // (prompt_len + width)) if multi else 1
+    if max_rows is not None:
+        per_pass = min(per_pass, max_rows)
+    groups = [multi[start : start + per_pass] for start in range(0, len(multi), per_pass)]
+    for n, group in enumerate(groups):
+        # forward() extends the cache in place: every group but the last gets a copy.
+        group_cache = cache if n == len(groups) - 1 else copy.deepcopy(cache)
+        if len(group) > 1:
+            group_cache.batch_repeat_interleave(len(group))
+        # Padded to this group's widest continuation: a continuation run alone is never padded.
+        group_width = max(len(c) - 1 for _, c in group)
+        batch = torch.full((len(group), group_width), pad_id, dtype=torch.long)
+        for row, (_, c) in enumerate(group):
+            batch[row, : len(c) - 1] = torch.tensor(list(c[:-1]), dtype=torch.long)
+        states, _ = kernel.forward(batch, group_cache)
+        rows = torch.cat([states[row, : len(c) - 1] for row, (_, c) in enumerate(group)])
+        targets = torch.tensor([t for _, c in group for t in c[1:]], dtype=torch.long)
+        flat = kernel.target_logprobs(rows, targets).cpu().tolist()
+        pos = 0
+        for index, c in group:
+            token_lps[index].extend(flat[pos : pos + len(c) - 1])
+            pos += len(c) - 1
+    return token_lps
