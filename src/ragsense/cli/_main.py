@@ -14,6 +14,7 @@ from ragsense.cli import (
     _evaluate,
     _experiment,
     _grounding,
+    _guard,
     _models,
     _report,
     _runs,
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         _bench,
         _models,
         _serve,
+        _guard,
     ):
         module.add_parser(sub)
     return parser

@@ -1,0 +1,58 @@
+"""Everything ``ragsense guard`` is configured with, in one frozen object the CLI and tests build."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragsense.guard._auth import ApiKeys
+from ragsense.guard._check import Policy
+from ragsense.guard._limits import Limits
+from ragsense.models import ModelPool, ModelSpec
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    """The service's settings. Defaults are the safe ones: no content in logs, bounded everything.
+
+    ``model``/``model_options``: the scoring model; ``judge``/``judge_options``: a VERA judge (enables
+    ``adherence``). ``policy``: the pass threshold and the range a request may choose. ``limits``: what
+    a request may hold. Micro-batching: up to ``max_batch_rows`` rows or ``max_batch_tokens`` estimated
+    tokens, waiting at most ``max_wait_ms`` for more; at most ``max_queue_rows`` rows wait (then 429).
+    ``timeout_s``: a request's limit from arrival to answer (then 504). ``api_keys``: accepted keys
+    (none: open, loopback only unless the server is started insecure). ``concurrency_per_key``,
+    ``rate_per_key`` (requests a second), ``burst``: per-key limits (then 429). ``log_content``: also
+    log questions, contexts and answers. ``warmup``: score one row before reporting ready.
+
+    >>> GuardConfig(model="fake").max_wait_ms
+    10.0
+    """
+
+    model: ModelSpec | None = None
+    model_options: Mapping[str, Any] = field(default_factory=dict)
+    judge: ModelSpec | None = None
+    judge_options: Mapping[str, Any] = field(default_factory=dict)
+    policy: Policy = field(default_factory=Policy)
+    limits: Limits = field(default_factory=Limits)
+    max_batch_rows: int = 16
+    max_batch_tokens: int = 32_768
+    max_wait_ms: float = 10.0
+    max_queue_rows: int = 64
+    timeout_s: float = 30.0
+    api_keys: ApiKeys = field(default_factory=lambda: ApiKeys([]))
+    concurrency_per_key: int = 32
+    rate_per_key: float | None = None
+    burst: int | None = None
+    log_content: bool = False
+    warmup: bool = True
+    pool: ModelPool | None = None
+
+    def __post_init__(self) -> None:
+        if self.limits.max_rows > self.max_queue_rows:
+            # A request larger than the queue could never be accepted.
+            raise ValueError(
+                f"max_rows ({self.limits.max_rows}) must not exceed max_queue_rows ({self.max_queue_rows})"
+            )
+        if self.timeout_s <= 0:
+            raise ValueError("timeout_s must be positive")

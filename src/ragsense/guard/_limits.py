@@ -1,0 +1,220 @@
+"""Input limits and hostile-input checks of ``POST /v1/check``: every refusal names its field.
+
+What is checked where, and why there:
+
+* the body's size (413) before it is read whole, so a huge body costs nothing;
+* its encoding and JSON (400): strict UTF-8, no ``NaN``/``Infinity``, no number that overflows to an
+  infinite float, no nesting deep enough to exhaust the parser;
+* types and shape (422) by the pydantic request model (``_schema.py``);
+* counts and characters per field (422) here, on the event loop, before anything is queued;
+* tokens per field (422) in the model worker (:func:`token_violation`), because only the worker may use
+  the tokenizer: a fast tokenizer used from two threads at once can fail ("Already borrowed").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ragsense.guard._schema import CheckRequest, CheckRow
+
+
+class GuardRequestError(Exception):
+    """A request the service refuses: the HTTP status, a short type, a message naming the field."""
+
+    def __init__(
+        self,
+        status: int,
+        kind: str,
+        message: str,
+        *,
+        field: str | None = None,
+        details: list[dict[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.message = message
+        self.field = field
+        self.details = details or []
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        """The JSON error body every refusal has: ``{"error": {status, type, message, field, details}}``."""
+        return {
+            "error": {
+                "status": self.status,
+                "type": self.kind,
+                "message": self.message,
+                "field": self.field,
+                "details": self.details,
+            }
+        }
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may hold. Defaults fit the bundled model's 8k-token window with room to spare.
+
+    >>> Limits().max_rows, Limits().max_documents
+    (16, 16)
+    """
+
+    max_body_bytes: int = 1_048_576
+    max_rows: int = 16
+    max_documents: int = 16
+    max_question_chars: int = 2_000
+    max_answer_chars: int = 8_000
+    max_document_chars: int = 20_000
+    max_question_tokens: int = 512
+    max_answer_tokens: int = 2_048
+    max_context_tokens: int = 8_192
+    max_id_chars: int = 128
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (non-finite numbers are refused)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 parses to inf: refuse it like a literal Infinity
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def parse_json_body(raw: bytes) -> Any:
+    """The body as JSON, or a 400 :class:`GuardRequestError` saying what is wrong with it.
+
+    >>> parse_json_body(b'{"a": 1}')
+    {'a': 1}
+    >>> try:
+    ...     parse_json_body(b'{"a": NaN}')
+    ... except GuardRequestError as exc:
+    ...     print(exc.status, exc.message)
+    400 the body is not valid JSON: NaN is not valid JSON (non-finite numbers are refused)
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GuardRequestError(
+            400, "invalid_encoding", f"the body is not valid UTF-8 (byte {exc.start})"
+        ) from None
+    if not text.strip():
+        raise GuardRequestError(400, "invalid_json", "the body is empty; send a JSON object")
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except json.JSONDecodeError as exc:
+        raise GuardRequestError(
+            400,
+            "invalid_json",
+            f"the body is not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})",
+        ) from None
+    except ValueError as exc:
+        raise GuardRequestError(400, "invalid_json", f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise GuardRequestError(400, "invalid_json", "the body is nested too deeply") from None
+
+
+def _text_error(field: str, text: str, limit: int) -> GuardRequestError | None:
+    if len(text) > limit:
+        return GuardRequestError(
+            422,
+            "limit_exceeded",
+            f"{field} has {len(text)} characters; at most {limit} are allowed",
+            field=field,
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # JSON can carry a lone surrogate ("\ud800"); no tokenizer can take it.
+        return GuardRequestError(422, "invalid_text", f"{field} holds a lone UTF-16 surrogate", field=field)
+    if not text.strip():
+        return GuardRequestError(422, "empty_field", f"{field} is empty", field=field)
+    return None
+
+
+def check_request_limits(request: CheckRequest, limits: Limits) -> list[CheckRow]:
+    """The request's rows, or the first :class:`GuardRequestError` a limit gives (422, field named).
+
+    >>> req = CheckRequest.model_validate({"question": "Q?", "contexts": ["C."], "answer": "A."})
+    >>> len(check_request_limits(req, Limits()))
+    1
+    >>> try:
+    ...     check_request_limits(req, Limits(max_answer_chars=1))
+    ... except GuardRequestError as exc:
+    ...     print(exc.status, exc.field)
+    422 answer
+    """
+    rows = request.row_list()
+    batch = request.rows is not None
+    if len(rows) > limits.max_rows:
+        raise GuardRequestError(
+            422,
+            "limit_exceeded",
+            f"rows has {len(rows)} rows; at most {limits.max_rows} are allowed per request",
+            field="rows",
+        )
+    if not rows:
+        raise GuardRequestError(422, "empty_field", "rows is empty", field="rows")
+    for i, row in enumerate(rows):
+        prefix = f"rows[{i}]." if batch else ""
+        if row.id is not None and (len(row.id) > limits.max_id_chars or not row.id.isprintable()):
+            raise GuardRequestError(
+                422,
+                "invalid_id",
+                f"{prefix}id must be at most {limits.max_id_chars} printable characters",
+                field=f"{prefix}id",
+            )
+        if len(row.contexts) > limits.max_documents:
+            raise GuardRequestError(
+                422,
+                "limit_exceeded",
+                f"{prefix}contexts has {len(row.contexts)} documents; at most {limits.max_documents} "
+                "are allowed",
+                field=f"{prefix}contexts",
+            )
+        if not row.contexts:
+            raise GuardRequestError(
+                422, "empty_field", f"{prefix}contexts is empty", field=f"{prefix}contexts"
+            )
+        checks = [
+            (f"{prefix}question", row.question, limits.max_question_chars),
+            (f"{prefix}answer", row.answer, limits.max_answer_chars),
+        ] + [(f"{prefix}contexts[{k}]", doc, limits.max_document_chars) for k, doc in enumerate(row.contexts)]
+        for field, text, limit in checks:
+            error = _text_error(field, text, limit)
+            if error is not None:
+                raise error
+    return rows
+
+
+def token_violation(
+    rows: Sequence[CheckRow], count_tokens: Any, limits: Limits, *, batch: bool
+) -> GuardRequestError | None:
+    """The first field over its token limit (422), or None. Runs in the model worker (see above)."""
+    for i, row in enumerate(rows):
+        prefix = f"rows[{i}]." if batch else ""
+        context_tokens = sum(count_tokens(doc) for doc in row.contexts)
+        for field, tokens, limit in (
+            (f"{prefix}question", count_tokens(row.question), limits.max_question_tokens),
+            (f"{prefix}answer", count_tokens(row.answer), limits.max_answer_tokens),
+            (f"{prefix}contexts", context_tokens, limits.max_context_tokens),
+        ):
+            if tokens > limit:
+                return GuardRequestError(
+                    422,
+                    "limit_exceeded",
+                    f"{field} has {tokens} tokens; at most {limit} are allowed",
+                    field=field,
+                )
+    return None
+
+
+def estimate_tokens(rows: Sequence[CheckRow]) -> int:
+    """A cheap token estimate (about 4 characters a token) for batch budgets, without the tokenizer."""
+    return sum((len(r.question) + len(r.answer) + sum(len(c) for c in r.contexts)) // 4 + 1 for r in rows)

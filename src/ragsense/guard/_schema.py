@@ -1,0 +1,98 @@
+"""The JSON of ``POST /v1/check``: the request (one row or a batch) and the response, as pydantic models.
+
+The models are strict (a number is not a string, a string is not a list) and refuse unknown fields, so
+a typo in a field name is an error that names it rather than an option silently ignored. They also give
+the OpenAPI schema at ``/docs``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class CheckRow(BaseModel):
+    """One answer to check: the question, the documents it was given, the answer."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    id: str | None = Field(default=None, description="your id of the row, echoed in its result")
+    question: str
+    contexts: list[str] = Field(description="the retrieved documents, in the order the generator saw them")
+    answer: str
+
+
+class CheckRequest(BaseModel):
+    """One row (``question``, ``contexts``, ``answer`` at the top level) or a batch (``rows``).
+
+    >>> request = CheckRequest.model_validate({"question": "Q?", "contexts": ["C."], "answer": "A."})
+    >>> request.row_list()[0].answer
+    'A.'
+    """
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    id: str | None = Field(default=None, description="request id (else X-Request-ID, else generated)")
+    question: str | None = None
+    contexts: list[str] | None = None
+    answer: str | None = None
+    rows: list[CheckRow] | None = Field(default=None, description="a batch of rows instead of one row")
+    attribution: bool = Field(default=False, description="per-document leave-one-out attribution")
+    adherence: bool = Field(default=False, description="VERA response adherence (needs a judge)")
+    min_consens: float | None = Field(
+        default=None,
+        allow_inf_nan=False,
+        description="the pass threshold for this request, within the server's allowed bounds",
+    )
+    weakest: int = Field(default=5, ge=0, le=50, description="how many weakest words to return")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> CheckRequest:
+        single = [name for name in ("question", "contexts", "answer") if getattr(self, name) is not None]
+        if self.rows is not None and single:
+            raise ValueError(f"give either rows or question/contexts/answer, not both (got {single[0]})")
+        if self.rows is None and len(single) < 3:
+            missing = [n for n in ("question", "contexts", "answer") if getattr(self, n) is None]
+            raise ValueError(f"missing field(s) {', '.join(missing)} (or give a batch in rows)")
+        return self
+
+    def row_list(self) -> list[CheckRow]:
+        """The rows to score: ``rows``, or the one top-level row (its id the request's)."""
+        if self.rows is not None:
+            return list(self.rows)
+        assert self.question is not None and self.contexts is not None and self.answer is not None
+        # The one row of a single-row request is named by the request's id.
+        return [CheckRow(id=self.id, question=self.question, contexts=self.contexts, answer=self.answer)]
+
+
+class WeakWord(BaseModel):
+    """An answer word the context did least for: ``contrast = nll_empty - nll_context`` (<= 0: no help)."""
+
+    word: str
+    start: int
+    end: int
+    contrast: float
+
+
+class CheckResult(BaseModel):
+    """One row's result: ConSens's fields as ``ragsense evaluate`` writes them, plus the policy's."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    passed: bool = Field(description="consens >= min_consens and no error (fails closed)")
+    min_consens: float
+    consens: float | None
+    verdict: str | None
+    weakest_words: list[WeakWord]
+    errors: list[dict[str, Any]]
+
+
+class CheckResponse(BaseModel):
+    """The answer to one request: its id, whether every row passed, and each row's result."""
+
+    id: str
+    passed: bool
+    model: str
+    results: list[CheckResult]

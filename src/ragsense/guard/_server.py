@@ -1,0 +1,166 @@
+"""Running the app on uvicorn: the bind check, graceful SIGTERM, and a server in a thread for tests.
+
+Shutdown (SIGTERM or Ctrl-C): uvicorn stops accepting connections, lets every request in flight finish
+(up to the request timeout plus a margin), then the app's lifespan drains the model worker. The guard
+marks itself draining first, so ``/ready`` turns 503 at once and a load balancer stops sending.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import uvicorn
+
+from ragsense.errors import ParameterError
+from ragsense.guard._app import GuardService, create_app
+from ragsense.guard._config import GuardConfig
+
+# Seconds granted to requests in flight at shutdown beyond their own timeout.
+_SHUTDOWN_MARGIN = 5.0
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (``localhost`` counts).
+
+    >>> is_loopback("127.0.0.1"), is_loopback("::1"), is_loopback("0.0.0.0")
+    (True, True, False)
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything
+
+
+def check_bind(host: str, config: GuardConfig, *, insecure: bool = False) -> None:
+    """Refuse to serve without API keys on a non-loopback address unless ``insecure``."""
+    if not config.api_keys and not is_loopback(host) and not insecure:
+        raise ParameterError(
+            f"refusing to listen on {host} without API keys: give --api-key-file (or set the keys' "
+            "environment variable), bind to 127.0.0.1, or pass --insecure",
+            parameter="host",
+        )
+
+
+class _GuardServer(uvicorn.Server):
+    """uvicorn's server that marks the guard draining the moment a shutdown signal arrives."""
+
+    def __init__(self, config: uvicorn.Config, service: GuardService) -> None:
+        super().__init__(config)
+        self.service = service
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.service.draining = True
+        super().handle_exit(sig, frame)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # uvicorn re-raises the signal after a graceful shutdown, so the process dies of SIGTERM
+        # (exit -15); the guard has finished its work by then and exits 0 instead.
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+
+
+def _uvicorn_config(app: Any, config: GuardConfig, *, host: str, port: int, log_level: str) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,  # the guard logs one line per request itself, without content
+        lifespan="on",
+        timeout_graceful_shutdown=int(config.timeout_s + _SHUTDOWN_MARGIN),
+        server_header=False,
+    )
+
+
+def serve(
+    config: GuardConfig,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    insecure: bool = False,
+    log_level: str = "info",
+) -> None:
+    """Serve the guard until SIGTERM/SIGINT (blocking; the main thread handles the signals)."""
+    check_bind(host, config, insecure=insecure)
+    app = create_app(config)
+    service: GuardService = app.state.service
+    server = _GuardServer(_uvicorn_config(app, config, host=host, port=port, log_level=log_level), service)
+
+    def stop_if_setup_fails() -> None:
+        # A model that cannot load is fatal for the CLI: exit with its error instead of serving 503s.
+        while not service.batcher.wait_ready(1.0) and not server.should_exit:
+            if service.batcher.setup_error is not None:
+                break
+        if service.batcher.setup_error is not None:
+            server.should_exit = True
+
+    threading.Thread(target=stop_if_setup_fails, name="ragsense-guard-watch", daemon=True).start()
+    server.run()
+    error = service.batcher.setup_error
+    if error is not None:
+        raise error
+
+
+@dataclass
+class RunningGuard:
+    """A guard served from a background thread (tests, notebooks): its ``url``; :meth:`stop` it."""
+
+    url: str
+    server: uvicorn.Server
+    thread: threading.Thread
+    service: GuardService
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Shut down as SIGTERM would: finish requests in flight, drain the worker, join."""
+        self.service.draining = True
+        self.server.should_exit = True
+        self.thread.join(timeout)
+
+
+def start_in_thread(
+    config: GuardConfig, *, host: str = "127.0.0.1", port: int = 0, ready_timeout: float = 120.0
+) -> RunningGuard:
+    """Start the guard on ``host`` (port 0: a free one) in a thread; returns once the model is ready."""
+    check_bind(host, config)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound_port = sock.getsockname()[1]
+    app = create_app(config)
+    service: GuardService = app.state.service
+    server = uvicorn.Server(_uvicorn_config(app, config, host=host, port=bound_port, log_level="warning"))
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="ragsense-guard-http", daemon=True
+    )
+    thread.start()
+    deadline = time.monotonic() + ready_timeout
+    while not (server.started and service.batcher.ready):
+        if service.batcher.setup_error is not None:
+            server.should_exit = True
+            thread.join(10)
+            raise service.batcher.setup_error
+        if time.monotonic() > deadline or not thread.is_alive():
+            server.should_exit = True
+            raise TimeoutError("the guard did not become ready in time")
+        time.sleep(0.02)
+    display = f"[{host}]" if ":" in host else host
+    return RunningGuard(f"http://{display}:{bound_port}", server, thread, service)
