@@ -12,6 +12,7 @@ same way for every engine). An engine whose package is missing is reported as su
 are written under ``--work`` (default ``runs/engines``), never into the repository.
 
 Engines (``pip install onnxruntime onnx openvino nncf ctranslate2`` for the optional ones):
+``torch-compile`` (inductor, one graph per length; compile time is the first call, not timed),
 ``torch-int8-dynamic`` (``torch.ao`` dynamic int8 on the Linear layers), ``onnx-fp32`` / ``onnx-int8``
 (``torch.onnx.export``, ONNX Runtime with full graph optimisation; int8: ``quantize_dynamic``,
 per-channel signed weights, reduced range for AVX2), ``openvino-fp32`` / ``openvino-int8-weights``
@@ -37,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from ragsense.data import load_wikieval
 
 ENGINES = (
+    "torch-compile",
     "torch-int8-dynamic",
     "onnx-fp32",
     "onnx-int8",
@@ -100,6 +102,9 @@ def _runner(
     def feeds(ids: Any) -> dict[str, Any]:
         return {"input_ids": ids.numpy(), "attention_mask": np.ones_like(ids.numpy())}
 
+    if engine == "torch-compile":
+        compiled = torch.compile(model.model, dynamic=False)  # one graph per length, compiled on warm-up
+        return (lambda ids: torch_body(ids, compiled)), False
     if engine == "torch-int8-dynamic":
         quantized = torch.ao.quantization.quantize_dynamic(model.model, {torch.nn.Linear}, dtype=torch.qint8)
         return (lambda ids: torch_body(ids, quantized)), False
