@@ -223,3 +223,13 @@ def test_cli_exit_code_2_for_an_unknown_metric(tmp_path: Path, capsys: pytest.Ca
     assert not out.exists()
     assert main(["evaluate", str(source), "--metrics", "consens,consens", "--model", "fake"]) == 2
     assert "named twice" in capsys.readouterr().err
+
+
+def test_consens_scored_before_setup_says_so() -> None:
+    import asyncio
+
+    from ragsense.data import RagRow
+
+    row = RagRow(id="1", question="Who?", contexts=["Ada wrote it."], answer="Ada.")
+    with pytest.raises(ParameterError, match="call setup"):
+        asyncio.run(ConSens("fake").score([row]))

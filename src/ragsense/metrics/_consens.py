@@ -115,7 +115,7 @@ class ConSens:
         )
 
     async def score(self, rows: Sequence[RagRow]) -> list[dict[str, Any] | Exception]:
-        assert self._scorer is not None or not rows
+        # results() raises the clear "call setup() first" error before anything is scored.
         out: list[dict[str, Any] | Exception] = []
         for result in await self.results(rows):
             if isinstance(result, Exception):
