@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -34,6 +33,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+# This folder is on sys.path when the script runs: the CPU name is read the same way in both benchmarks.
+from bench_cpu_gemm import _cpu_name
 
 from ragsense.data import load_wikieval
 
@@ -58,13 +60,6 @@ def _best(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
         out = fn()
         best = min(best, time.perf_counter() - started)
     return best, out
-
-
-def _cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def _body_module(torch: Any, model: Any) -> Any:

@@ -96,19 +96,23 @@ def cut(text: str, cap: int) -> tuple[str, int | None]:
     return text[:cap], len(text)
 
 
+def _finite(value: Any) -> float | None:
+    """``value`` as a float when it is a finite int or float (not a bool); else None."""
+    kind = type(value)
+    if kind is not float and (kind is bool or not isinstance(value, int | float)):
+        return None
+    x = float(value)
+    return None if x - x != 0.0 else x  # x - x is NaN for NaN and infinity
+
+
 def round4(value: Any) -> float | None:
     """A finite number to 4 significant digits; anything else (NaN, infinity, not a number) to None.
 
     >>> round4(0.123456), round4(1234567.0), round4(float("nan")), round4(True), round4(3)
     (0.1235, 1235000.0, None, None, 3.0)
     """
-    kind = type(value)
-    if kind is not float and (kind is bool or not isinstance(value, int | float)):
-        return None
-    x = float(value)
-    if x - x != 0.0:  # NaN or infinity
-        return None
-    return float(f"{x:.4g}")
+    x = _finite(value)
+    return None if x is None else float(f"{x:.4g}")
 
 
 def milli(value: Any) -> int | None:
@@ -117,13 +121,8 @@ def milli(value: Any) -> int | None:
     >>> milli(7.956725), milli(float("inf"))
     (7957, None)
     """
-    kind = type(value)
-    if kind is not float and (kind is bool or not isinstance(value, int | float)):
-        return None
-    x = float(value)
-    if x - x != 0.0:  # NaN or infinity
-        return None
-    return round(x * 1000)
+    x = _finite(value)
+    return None if x is None else round(x * 1000)
 
 
 def short_text(value: Any, cap: int) -> list[Any]:
