@@ -360,22 +360,38 @@ def _load_and_soak(
                                     round(level["rows_per_s"] / min(before, after), 3)]  # fmt: skip
 
 
+def _slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of ``(seconds, MB)`` points, in MB a minute."""
+    mean_t = statistics.mean(t for t, _ in points)
+    mean_v = statistics.mean(v for _, v in points)
+    spread = sum((t - mean_t) ** 2 for t, _ in points)
+    return 0.0 if spread == 0 else 60 * sum((t - mean_t) * (v - mean_v) for t, v in points) / spread
+
+
 def _memory(samples: list[tuple[float, float]]) -> dict[str, Any]:
-    """RSS over the soak: first and last minute's means, the peak, and the least-squares slope."""
+    """RSS over the soak: first and last minute's means, the peak, the least-squares slope, and the
+    same for each minute's lowest sample (the floor between batches: a sample taken mid-batch also
+    holds that batch's activations, which vary with its rows and hide a trend)."""
     if len(samples) < 3:
         return {"samples": len(samples)}
     times = [t for t, _ in samples]
     values = [v for _, v in samples]
-    mean_t, mean_v = statistics.mean(times), statistics.mean(values)
-    slope = sum((t - mean_t) * (v - mean_v) for t, v in samples) / sum((t - mean_t) ** 2 for t in times)
     first = [v for t, v in samples if t <= 60] or values[:1]
     last = [v for t, v in samples if t >= times[-1] - 60] or values[-1:]
+    floors: dict[int, tuple[float, float]] = {}
+    for t, v in samples:
+        minute = int(t // 60)
+        if minute not in floors or v < floors[minute][1]:
+            floors[minute] = (t, v)
+    floor_points = [floors[m] for m in sorted(floors)]
     return {
         "samples": len(samples),
         "first_minute_mb": round(statistics.mean(first), 1),
         "last_minute_mb": round(statistics.mean(last), 1),
         "peak_mb": round(max(values), 1),
-        "slope_mb_per_min": round(60 * slope, 3),
+        "slope_mb_per_min": round(_slope(samples), 3),
+        "minute_floors_mb": [round(v, 1) for _, v in floor_points],
+        "floor_slope_mb_per_min": round(_slope(floor_points), 3) if len(floor_points) >= 2 else None,
     }
 
 

@@ -37,6 +37,7 @@ from ragsense.guard._limits import (
     parse_json_body,
     token_violation,
 )
+from ragsense.guard._memory import release_free_memory
 from ragsense.guard._metrics import GuardMetrics
 from ragsense.guard._schema import CheckRequest, CheckResponse, CheckRow
 
@@ -130,6 +131,10 @@ class GuardService:
                 groups.append((payload.rows, payload.options))
             out.append(error if error is not None else [])
         records = await self.guard.records(groups) if groups else []
+        if self.config.release_memory:
+            # Each batch frees tensors of new shapes; without this the allocator keeps them, fragmented,
+            # and resident memory grows over hours although nothing is kept (docs/guard.md, "Memory").
+            release_free_memory()
         for place, group_records in zip(places, records, strict=True):
             payload = payloads[place]
             out[place] = [

@@ -24,6 +24,9 @@ class GuardConfig:
     (none: open, loopback only unless the server is started insecure). ``concurrency_per_key``,
     ``rate_per_key`` (requests a second), ``burst``: per-key limits (then 429). ``log_content``: also
     log questions, contexts and answers. ``warmup``: score one row before reporting ready.
+    ``release_memory``: give freed native memory back to the system after each batch (glibc
+    ``malloc_trim``; without it resident memory creeps up under varying batch shapes, see
+    docs/guard.md).
 
     >>> GuardConfig(model="fake").max_wait_ms
     10.0
@@ -46,6 +49,7 @@ class GuardConfig:
     burst: int | None = None
     log_content: bool = False
     warmup: bool = True
+    release_memory: bool = True
     pool: ModelPool | None = None
 
     def __post_init__(self) -> None:
