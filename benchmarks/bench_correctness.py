@@ -41,6 +41,13 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=15)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data", default=None)
+    parser.add_argument(
+        "--default-only",
+        action="store_true",
+        help="time only the default iterative mode against single shot (left fill, entropy), "
+        "alternating them --repeats times, and count the PM's body calls and tokens",
+    )
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
     import torch
@@ -62,6 +69,9 @@ def main() -> None:
     raw(contexts[0])  # warm-up
     raw_s = _time(raw, contexts)
     print(f"raw PM forward + head over the context: {raw_s:.3f} s/sample (= 1.00)")
+    if args.default_only:
+        _default_only(local, contexts, raw, raw_s, args)
+        return
     modes: dict[str, float] = {}
     for fill in ("left", "infill"):
         for where in ("entropy", "random"):
@@ -102,6 +112,60 @@ def main() -> None:
                 "items": args.items,
                 "base_model": base.info.name,
                 "perturbation_model": pm.info.name,
+            }
+        )
+    )
+
+
+def _default_only(local: Any, contexts: list[str], raw: Any, raw_s: float, args: Any) -> None:
+    """The default iterative mode against single shot, alternated so that both see the same machine."""
+    import statistics
+
+    calls = {"n": 0, "tokens": 0}
+    forward = local.forward_hidden
+
+    def counted(ids: Any, *rest: Any, **kw: Any) -> Any:
+        calls["n"] += 1
+        calls["tokens"] += int(ids.numel())
+        return forward(ids, *rest, **kw)
+
+    context_tokens = sum(len(local.tokenizer(c)["input_ids"]) for c in contexts)
+    times: dict[str, list[float]] = {"single_shot": [], "iterative": [], "raw": []}
+    work: dict[str, tuple[float, float]] = {}
+    for _ in range(args.repeats):
+        times["raw"].append(_time(raw, contexts))
+        for how in ("single_shot", "iterative"):
+            perturber = Perturber(local, PerturbationSettings(k=args.k, how=how))  # type: ignore[arg-type]
+            calls.update(n=0, tokens=0)
+            local.forward_hidden = counted
+            try:
+                times[how].append(_time(perturber.perturb, contexts))
+            finally:
+                local.forward_hidden = forward
+            work[how] = (calls["n"] / len(contexts), calls["tokens"] / context_tokens)
+    medians = {how: statistics.median(v) for how, v in times.items()}
+    for how in ("single_shot", "iterative"):
+        n_calls, token_ratio = work[how]
+        print(
+            f"{how:<12} {medians[how]:.3f} s/sample (median of {args.repeats})  "
+            f"{medians[how] / medians['raw']:.2f}x raw  {n_calls:.1f} body calls/sample  "
+            f"body tokens {token_ratio:.2f}x the context"
+        )
+    ratio = medians["iterative"] / medians["single_shot"]
+    print(f"iterative / single shot (K = {args.k}, entropy, left fill, window 16): {ratio:.2f}x")
+    print(
+        json.dumps(
+            {
+                "raw_seconds": round(medians["raw"], 4),
+                "seconds": {how: round(medians[how], 4) for how in ("single_shot", "iterative")},
+                "runs_seconds": {how: [round(t, 4) for t in v] for how, v in times.items()},
+                "body_calls_per_sample": {how: round(w[0], 2) for how, w in work.items()},
+                "body_tokens_per_context_token": {how: round(w[1], 3) for how, w in work.items()},
+                "iterative_over_single_shot": round(ratio, 3),
+                "items": len(contexts),
+                "k": args.k,
+                "model": local.info.name,
+                "threads": args.threads,
             }
         )
     )

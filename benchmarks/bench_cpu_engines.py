@@ -11,11 +11,13 @@ fp32 body's (max and mean absolute difference, in nats; the LM head and log-soft
 same way for every engine). An engine whose package is missing is reported as such. Converted models
 are written under ``--work`` (default ``runs/engines``), never into the repository.
 
-Engines (``pip install onnxruntime onnx openvino nncf ctranslate2`` for the optional ones):
+Engines (``pip install onnxruntime onnx onnx_ir openvino nncf ctranslate2`` for the optional ones):
 ``torch-compile`` (inductor, one graph per length; compile time is the first call, not timed),
 ``torch-int8-dynamic`` (``torch.ao`` dynamic int8 on the Linear layers), ``onnx-fp32`` / ``onnx-int8``
 (``torch.onnx.export``, ONNX Runtime with full graph optimisation; int8: ``quantize_dynamic``,
-per-channel signed weights, reduced range for AVX2), ``openvino-fp32`` / ``openvino-int8-weights``
+per-channel signed weights, reduced range for AVX2), ``onnx-nbits4`` / ``onnx-nbits8``
+(``MatMulNBits``: block-wise weights, 32 per scale and zero point, int8 activations per block),
+``openvino-fp32`` / ``openvino-int8-weights``
 (``openvino.convert_model`` from the torch module; NNCF int8 weight compression), ``ct2-fp32`` /
 ``ct2-int8`` (CTranslate2 converted from the model directory; ``score_batch`` gives log-probabilities
 directly). The last line is one JSON object.
@@ -44,6 +46,8 @@ ENGINES = (
     "torch-int8-dynamic",
     "onnx-fp32",
     "onnx-int8",
+    "onnx-nbits4",
+    "onnx-nbits8",
     "openvino-fp32",
     "openvino-int8-weights",
     "ct2-fp32",
@@ -75,6 +79,28 @@ def _body_module(torch: Any, model: Any) -> Any:
             return out.last_hidden_state
 
     return Body().eval()
+
+
+def _nbits(fp32: Path, work: Path, bits: int) -> Path:
+    """MatMulNBits: weights in blocks of 32 along K with a scale and a zero point each (4 bits: the
+    bundled GGUF's own Q4_1 layout, so its weights come back exactly), activations quantized to int8
+    per block at run time (accuracy level 4: the int8 kernels, the only fast ones without AVX-512)."""
+    from onnxruntime.quantization import matmul_nbits_quantizer, quant_utils
+
+    file = work / f"body.nbits{bits}.onnx"
+    if not file.exists():
+        config = matmul_nbits_quantizer.DefaultWeightOnlyQuantConfig(
+            block_size=32,
+            is_symmetric=False,
+            accuracy_level=4,
+            quant_format=quant_utils.QuantFormat.QOperator,
+            bits=bits,
+        )
+        model = quant_utils.load_model_with_shape_infer(fp32)
+        quantizer = matmul_nbits_quantizer.MatMulNBitsQuantizer(model, algo_config=config)
+        quantizer.process()
+        quantizer.model.save_model_to_file(str(file), False)
+    return file
 
 
 def _runner(
@@ -133,6 +159,8 @@ def _runner(
                     reduce_range=True,
                     extra_options={"MatMulConstBOnly": True},
                 )
+        if engine in ("onnx-nbits4", "onnx-nbits8"):
+            file = _nbits(fp32, work, int(engine[-1]))
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

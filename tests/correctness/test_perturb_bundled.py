@@ -138,3 +138,38 @@ def test_a_different_family_can_perturb(gemma3: Any) -> None:
 def test_a_server_model_cannot_perturb() -> None:
     with pytest.raises(CapabilityError, match="local transformers model"):
         Perturber(load_model("fake"))
+
+
+def _counting(model: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Replace ``model.forward_hidden`` by a wrapper that records each call's token count."""
+    calls: list[int] = []
+    forward = model.forward_hidden
+
+    def counted(ids: torch.Tensor, *rest: Any, **kw: Any) -> Any:
+        calls.append(int(ids.numel()))
+        return forward(ids, *rest, **kw)
+
+    monkeypatch.setattr(model, "forward_hidden", counted)
+    return calls
+
+
+def test_each_iterative_step_is_one_model_call(smollm2: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The catch-up to a pick right of the window runs in the previous step's call: K + 1 calls in all.
+    calls = _counting(smollm2, monkeypatch)
+    Perturber(smollm2, PerturbationSettings(k=8, rescore_window=4)).perturb(CONTEXT)
+    assert len(calls) == 9
+
+
+def test_without_catch_up_each_step_runs_only_its_window(
+    smollm2: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = PerturbationSettings(k=8, rescore_window=4, catch_up=False)
+    calls = _counting(smollm2, monkeypatch)
+    first = Perturber(smollm2, settings).perturb(CONTEXT)
+    assert len(calls) == 9 and max(calls[1:]) <= 5  # the full pass, then K windows of at most 1 + 4
+    assert first == Perturber(smollm2, settings).perturb(CONTEXT)
+    assert len({r.position for r in first.replacements}) == 8
+    assert all(r.original != r.replacement for r in first.replacements)
+    # Its own cache key; the default's key is what it was before the setting existed.
+    assert settings.key != PerturbationSettings(k=8, rescore_window=4).key
+    assert "catch_up" not in PerturbationSettings().key

@@ -50,6 +50,13 @@ def add_perturbation_options(parser: argparse.ArgumentParser) -> None:
         default=d.rescore_window,
         help=f"iterative: tokens re-scored after each change (default {d.rescore_window}; 0: to the end)",
     )
+    group.add_argument(
+        "--no-catch-up",
+        dest="catch_up",
+        action="store_false",
+        help="iterative: fill a pick right of the re-scored window without first re-running the body "
+        "up to it (faster, approximate; docs/correctness.md)",
+    )
     group.add_argument("--cache-dir", help="feature cache directory (default: <ragsense cache>/correctness)")
 
 
@@ -62,6 +69,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         how=args.how,
         fill=args.fill,
         rescore_window=args.rescore_window or None,
+        catch_up=args.catch_up,
     )
 
 

@@ -12,7 +12,12 @@ left, candidate)``): an infilling score that reads both sides.
 Speed: the PM's key/value cache is kept per position. An iterative step re-runs the body only from the
 changed token on (the prefix is reused); with ``rescore_window`` set, only that many tokens after the
 change are re-scored, and the NLL of tokens further right keeps its earlier value until a later step
-reaches it. ``rescore_window=None`` re-scores to the end of the context (exact, slower).
+reaches it. ``rescore_window=None`` re-scores to the end of the context (exact, slower). A pick right of
+the re-scored window first needs the body caught up to it, so that its fill reads every earlier
+replacement; ``catch_up=False`` skips that pass and fills it from the states of the last pass that
+reached it (stale by the replacements further left, as the NLL beyond the window already is): one
+short model call per step instead of one that runs on to the next pick. benchmarks/perturb_window.py
+measures what either approximation changes against exact mode.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ class PerturbationSettings:
     infill_candidates: int = 4
     infill_right_tokens: int = 4
     rescore_window: int | None = 16
+    catch_up: bool = True
     max_context_tokens: int = 1024
     seed: int = 0
 
@@ -96,8 +102,12 @@ class PerturbationSettings:
 
     @property
     def key(self) -> str:
-        """A stable string for cache keys."""
-        return json.dumps(self.to_dict(), sort_keys=True)
+        """A stable string for cache keys. ``catch_up`` is left out at its default, so that caches
+        written before the setting existed stay valid."""
+        data = self.to_dict()
+        if data["catch_up"]:
+            del data["catch_up"]
+        return json.dumps(data, sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -332,7 +342,7 @@ class _Run:
                 # Left to right, so each fill sees every earlier replacement with one incremental pass.
                 p = order[step]
                 picks.append((p, None))
-            if p > valid_end:
+            if p > valid_end and settings.catch_up:
                 self._run_body(valid_end, p)
                 valid_end = p
             self.ids[p] = self._fill(p)
@@ -341,6 +351,17 @@ class _Run:
                 valid_end = p  # states from p on are stale; the next step catches up from here
                 continue
             end = n if settings.rescore_window is None else min(n, p + 1 + settings.rescore_window)
-            self._run_body(p, end)
-            valid_end = end
-            nll.update(self._nll([q for q in range(p + 1, min(end + 1, n)) if q not in done and q in nll]))
+            window = [q for q in range(p + 1, min(end + 1, n)) if q not in done and q in nll]
+            # The best pick outside the re-scored window keeps its earlier NLL, so it is known now. If it
+            # lies beyond the window, the next step would first catch the body up to it; running that
+            # catch-up in this call instead saves one model call per step (each call reads every weight)
+            # and computes the same states.
+            stop = end
+            if settings.catch_up and step + 1 < settings.k and end < n:
+                scored = set(window)
+                outside = [q for q in self.candidates if q not in done and q not in scored]
+                if outside:
+                    stop = max(end, min(outside, key=lambda q: (-nll[q], q)))
+            self._run_body(p, stop)
+            valid_end = stop
+            nll.update(self._nll(window))
