@@ -19,7 +19,7 @@ from ragsense._version import __version__
 
 if TYPE_CHECKING:
     from ragsense.consens import GroundingResult
-    from ragsense.evaluation import Evaluation, aevaluate, evaluate
+    from ragsense.evaluation import Evaluation, RayEngine, aevaluate, evaluate
     from ragsense.metrics import ConSens, Correctness, Similarity, Vera, grounding, grounding_batch
 
 # The top-level names load their modules on first use: ``import ragsense.runs`` (or pytest loading the
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "GroundingResult": "ragsense.consens",
     "Evaluation": "ragsense.evaluation",
+    "RayEngine": "ragsense.evaluation",
     "aevaluate": "ragsense.evaluation",
     "evaluate": "ragsense.evaluation",
     "ConSens": "ragsense.metrics",
@@ -56,6 +57,7 @@ __all__ = [
     "Correctness",
     "Evaluation",
     "GroundingResult",
+    "RayEngine",
     "Similarity",
     "Vera",
     "__version__",

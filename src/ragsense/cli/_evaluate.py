@@ -8,7 +8,17 @@ from typing import Any
 from ragsense.cli._common import model_spec_from_args
 from ragsense.cli._run import Columns, add_run_options, error_text, fmt, question_of, row_id, run_command
 from ragsense.consens import DEFAULT_AGGREGATION, Aggregation
-from ragsense.evaluation import DEFAULT_METRICS, Metric, available_metrics, create_metric, resolve_metrics
+from ragsense.errors import ParameterError
+from ragsense.evaluation import (
+    DEFAULT_METRICS,
+    Engine,
+    Metric,
+    RayEngine,
+    available_metrics,
+    create_metric,
+    resolve_metrics,
+)
+from ragsense.evaluation._ray_engine import require_ray
 
 
 def add_parser(sub: Any) -> None:
@@ -22,7 +32,10 @@ def add_parser(sub: Any) -> None:
             "2 usage or setup error."
         ),
     )
-    add_run_options(parser, output_help="output .jsonl, .csv or .parquet ('-' for JSONL on stdout)")
+    add_run_options(
+        parser,
+        output_help="output .jsonl, .csv or .parquet ('-' for JSONL on stdout); with --engine ray a folder",
+    )
     parser.add_argument(
         "--metrics",
         default=",".join(DEFAULT_METRICS),
@@ -48,6 +61,34 @@ def add_parser(sub: Any) -> None:
         choices=["whole", "max_chunk"],
         default="whole",
         help="similarity: context windows",
+    )
+    ray = parser.add_argument_group(
+        "Ray engine (extra ragsense[ray]; docs/cluster.md)",
+        "With --engine ray the rows are scored by a pool of Ray actors, each loading the models once, "
+        "with the same results as one process; -o is then a folder of shards (part-SSSSS-of-NNNNN) that "
+        "--resume continues. INPUT may be a file, a folder, or any path Ray Data reads (s3://, gs://).",
+    )
+    ray.add_argument(
+        "--engine", choices=["local", "ray"], default="local", help="where to score (default: local)"
+    )
+    ray.add_argument(
+        "--address",
+        help="the Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: start a local Ray)",
+    )
+    ray.add_argument(
+        "--workers", type=int, help="actors, each with its own models (default: one per CPU, or per GPU)"
+    )
+    ray.add_argument(
+        "--gpus-per-worker", type=float, default=0.0, help="GPUs each actor reserves (default 0)"
+    )
+    ray.add_argument(
+        "--shard-chunks", type=int, help="chunks per shard file (default: about 32 shards, 1 to 64 chunks)"
+    )
+    ray.add_argument(
+        "--shard-format",
+        choices=["parquet", "jsonl"],
+        default="parquet",
+        help="shard files (default parquet)",
     )
     parser.set_defaults(run=run)
 
@@ -92,6 +133,38 @@ def _columns(metrics: list[Metric]) -> Columns:
     return columns
 
 
+def engine_from_args(args: argparse.Namespace) -> Engine:
+    """``local``, or the :class:`RayEngine` the Ray flags describe (checked before anything loads)."""
+    ray_only = {
+        "--address": args.address is not None,
+        "--workers": args.workers is not None,
+        "--gpus-per-worker": args.gpus_per_worker != 0.0,
+        "--shard-chunks": args.shard_chunks is not None,
+        "--shard-format": args.shard_format != "parquet",
+    }
+    if args.engine == "local":
+        given = [flag for flag, used in ray_only.items() if used]
+        if given:
+            raise SystemExit(f"ragsense evaluate: {', '.join(given)} needs --engine ray")
+        return "local"
+    if args.output == "-":
+        raise SystemExit("ragsense evaluate: --engine ray writes a folder of shards; give -o FOLDER")
+    try:
+        engine = RayEngine(
+            address=args.address,
+            workers=args.workers,
+            gpus_per_worker=args.gpus_per_worker,
+            threads_per_worker=args.threads or 1,
+            shard_chunks=args.shard_chunks,
+            shard_format=args.shard_format,
+        )
+    except ParameterError as exc:
+        raise SystemExit(f"ragsense evaluate: {exc}") from None
+    require_ray()  # the missing extra is named before any model loads
+    return engine
+
+
 def run(args: argparse.Namespace) -> int:
+    engine = engine_from_args(args)
     metrics = metrics_from_args(args)
-    return run_command(args, "evaluate", metrics, _columns(metrics))
+    return run_command(args, "evaluate", metrics, _columns(metrics), engine=engine)

@@ -23,7 +23,15 @@ from typing import Any
 
 from ragsense.cli._common import add_model_options
 from ragsense.data import sample_rows_path
-from ragsense.evaluation import DEFAULT_CHUNK_SIZE, Evaluation, Metric, RowOutcome, Shape, evaluate
+from ragsense.evaluation import (
+    DEFAULT_CHUNK_SIZE,
+    Engine,
+    Evaluation,
+    Metric,
+    RowOutcome,
+    Shape,
+    evaluate,
+)
 from ragsense.runs import (
     EXIT_GATE_FAILED,
     Gate,
@@ -190,8 +198,10 @@ def run_command(
     shape: Shape | None = None,
     stdout_default: bool = False,
     extra_lines: Callable[[Evaluation], list[str]] | None = None,
+    engine: Engine = "local",
 ) -> int:
-    """Run ``metrics`` over the command's input through the spine; print the table and the summary."""
+    """Run ``metrics`` over the command's input through the spine; print the table and the summary.
+    ``engine``: where the rows are scored (``evaluate``'s ``engine``; ``-o`` is then a folder)."""
     source = source_of(args, command)
     gates = gates_of(args, metrics)
     output = args.output if args.output else ("-" if stdout_default else None)
@@ -208,6 +218,7 @@ def run_command(
         store=store,
         tag=getattr(args, "tag", None),
         command=shlex.join(["ragsense", *getattr(args, "argv", [command])]),
+        engine=engine,
     )
     to_stdout = output == "-"
     show = args.table == "always" or (

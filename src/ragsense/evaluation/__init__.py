@@ -30,6 +30,7 @@ from ragsense.evaluation._evaluation import (
 )
 from ragsense.evaluation._inputs import Data, rows_from
 from ragsense.evaluation._outputs import OUTPUT_SUFFIXES, check_output, save_rows, working_file
+from ragsense.evaluation._ray_engine import Engine, RayEngine
 from ragsense.evaluation._registry import (
     DEFAULT_METRICS,
     ENTRY_POINT_GROUP,
@@ -38,6 +39,7 @@ from ragsense.evaluation._registry import (
     resolve_metrics,
 )
 from ragsense.evaluation._runner import ResultCountError, RunStats, Shape, run_rows
+from ragsense.evaluation._shards import read_shards
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -47,12 +49,14 @@ __all__ = [
     "OUTPUT_SUFFIXES",
     "ROW_FIELDS",
     "Data",
+    "Engine",
     "ErrorRecord",
     "Evaluation",
     "Metric",
     "MetricInfo",
     "MetricSummary",
     "Needs",
+    "RayEngine",
     "ResultCountError",
     "RowOutcome",
     "RunItem",
@@ -67,6 +71,7 @@ __all__ = [
     "create_metric",
     "errors_of",
     "evaluate",
+    "read_shards",
     "resolve_metrics",
     "rows_from",
     "run_rows",

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ragsense._async import run_sync
+from ragsense.errors import ParameterError
 from ragsense.evaluation._contract import Metric, RunItem
 from ragsense.evaluation._evaluation import Evaluation, MetricInfo
 from ragsense.evaluation._inputs import Data, rows_from
 from ragsense.evaluation._outputs import check_output, save_rows, working_file
+from ragsense.evaluation._ray_engine import Engine, RayEngine, evaluate_on_ray, ray_engine_of
 from ragsense.evaluation._registry import resolve_metrics
 from ragsense.evaluation._runner import ChunkSink, Shape, run_rows
 from ragsense.models import ModelPool, ModelSpec, shared_pool
@@ -34,6 +36,8 @@ def _store_of(store: StoreSpec) -> RunStore | None:
 
 def _dataset_name(data: Data) -> str:
     if isinstance(data, str | os.PathLike):
+        if "://" in str(data):  # s3://..., gs://...: read by the Ray engine
+            return str(data)
         return "stdin" if str(data) == "-" else str(Path(data).resolve())
     cls = type(data)
     return f"{cls.__module__.split('.')[0]}.{cls.__name__}"
@@ -61,9 +65,29 @@ async def aevaluate(
     store: StoreSpec = None,
     tag: str | None = None,
     command: str | None = None,
+    engine: Engine = "local",
 ) -> Evaluation:
     """The async form of :func:`evaluate` (same arguments), for code already on an event loop."""
     resolved = resolve_metrics(metrics, model=model, model_options=model_options)
+    on_ray = ray_engine_of(engine)
+    if on_ray is not None:
+        # The Ray driver blocks while the cluster works; a thread keeps this event loop free.
+        return await asyncio.to_thread(
+            _on_ray,
+            data,
+            resolved,
+            on_ray,
+            output,
+            chunk_size,
+            resume,
+            overwrite,
+            progress,
+            pool,
+            shape,
+            store,
+            tag,
+            command,
+        )
     kind = None if output is None else check_output(output)
     to_stdout = output is not None and str(output) == "-"
     if to_stdout and resume:
@@ -121,6 +145,43 @@ async def aevaluate(
     return evaluation
 
 
+def _on_ray(
+    data: Data,
+    metrics: list[Metric],
+    engine: RayEngine,
+    output: str | os.PathLike[str] | None,
+    chunk_size: int,
+    resume: bool,
+    overwrite: bool,
+    progress: bool | Literal["always"],
+    pool: ModelPool | None,
+    shape: Shape | None,
+    store: StoreSpec,
+    tag: str | None,
+    command: str | None,
+) -> Evaluation:
+    if pool is not None:
+        raise ParameterError(
+            "the Ray engine's workers load their models in their own processes; leave pool out",
+            parameter="pool",
+        )
+    return evaluate_on_ray(
+        data,
+        metrics,
+        engine,
+        output=output,
+        chunk_size=chunk_size,
+        resume=resume,
+        overwrite=overwrite,
+        progress=bool(progress),
+        shape=shape,
+        store=_store_of(store),
+        tag=tag,
+        command=command or "python",
+        dataset=_dataset_name(data),
+    )
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError):
         return "interrupted"  # Ctrl-C reaches the runner's coroutine as a cancellation
@@ -151,6 +212,7 @@ def evaluate(
     store: StoreSpec = None,
     tag: str | None = None,
     command: str | None = None,
+    engine: Engine = "local",
 ) -> Evaluation:
     """Run ``metrics`` over every row of ``data`` in one pass; returns an :class:`Evaluation`.
 
@@ -173,6 +235,12 @@ def evaluate(
     A row that a metric cannot score gets an entry in its ``errors`` list, and the other metrics still
     score it; nothing is raised for a bad row.
 
+    ``engine="ray"`` (or a :class:`RayEngine` with its options) scores the rows on a Ray cluster (extra
+    ``ragsense[ray]``; docs/cluster.md): ``data`` may then be a file, folder or prefix on any filesystem
+    Ray reads (``s3://...``), ``output`` is a folder of Parquet (or JSONL) shards, and the rows are
+    those a single-process run gives, bit for bit on CPU. Metrics travel to the workers unset-up, so
+    give them model names rather than loaded models; ``pool`` is for the local engine only.
+
     >>> run = evaluate([{"question": "Who wrote Hamlet?", "contexts": ["Hamlet is by Shakespeare."],
     ...                  "answer": "Shakespeare wrote it."}, {"question": "Q?", "contexts": ["C."]}],
     ...                ["consens", "similarity"], model="fake", progress=False)
@@ -181,6 +249,24 @@ def evaluate(
     >>> run.summary().metrics["consens"].n
     1
     """
+    on_ray = ray_engine_of(engine)
+    if on_ray is not None:  # no event loop here: Ctrl-C reaches the driver loop directly
+        resolved = resolve_metrics(metrics, model=model, model_options=model_options)
+        return _on_ray(
+            data,
+            resolved,
+            on_ray,
+            output,
+            chunk_size,
+            resume,
+            overwrite,
+            progress,
+            pool,
+            shape,
+            store,
+            tag,
+            command,
+        )
     return run_sync(
         aevaluate(
             data,

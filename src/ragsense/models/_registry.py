@@ -6,6 +6,7 @@ Model names:
 * ``transformers:PATH_OR_HUB_ID``: any causal LM through transformers (a hub id only from the local
   cache: ragsense never downloads at run time).
 * ``openai:MODEL`` with ``base_url=...``: an OpenAI-compatible server (vLLM, ``ragsense serve``, ...).
+* ``vllm:PATH_OR_BUNDLED_NAME``: vLLM's offline engine on a CUDA GPU (``ragsense[vllm]``).
 * ``fake`` or ``fake:NAME``: a deterministic stand-in for fast unit tests.
 * ``BACKEND:MODEL`` for any backend a plugin registers under the ``ragsense.models`` entry point group.
 
@@ -32,6 +33,7 @@ _BUILTIN_FACTORIES = {
     "transformers": "ragsense.models._transformers:create_transformers_model",
     "openai": "ragsense.models._openai_server:create_openai_model",
     "fake": "ragsense.models._fake:create_fake_model",
+    "vllm": "ragsense.models._vllm:create_vllm_model",
 }
 
 Factory = Callable[..., LanguageModel]
