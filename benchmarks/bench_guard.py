@@ -12,7 +12,9 @@ What it does, bounded in count and time (docs/guard.md reports a run):
    the ratio to offline, and every request id answered exactly once.
 3. **Disconnect**: during a 16-client burst one more client gives up mid-request; every other request
    must still get its 200 and the server must go on serving.
-4. **Soak**: 16 clients for ``--soak-minutes``; the server's resident memory sampled every 5 s.
+4. **Soak**: 16 clients for ``--soak-minutes``; the server's resident memory sampled every 5 s, and
+   its ``ragsense_guard_resident_bytes_after_batch`` gauge (RSS right after each batch, without the
+   in-flight batch's activations: the floor a leak would raise).
 5. **Fault**: SIGTERM under 16-client load; every request the server logged as accepted must have got a
    200, and the server must exit 0.
 
@@ -125,6 +127,18 @@ class Server:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
         return float("nan")
+
+    def after_batch_mb(self) -> float | None:
+        """The guard's own ``ragsense_guard_resident_bytes_after_batch`` gauge, in MB."""
+        try:
+            text = httpx.get(self.url + "/metrics", timeout=10).text
+        except httpx.TransportError:
+            return None
+        for line in text.splitlines():
+            if line.startswith("ragsense_guard_resident_bytes_after_batch "):
+                value = float(line.rsplit(" ", 1)[1])
+                return value / 2**20 if value > 0 else None
+        return None
 
     def stop(self) -> int:
         if self.process.poll() is None:
@@ -341,12 +355,23 @@ def _load_and_soak(
         print("disconnect:", report["disconnect"], file=sys.stderr)
     if "soak" in phases:
         samples: list[tuple[float, float]] = []
+        after_batch: list[tuple[float, float]] = []  # the gauge, one point each time it changes
         started = time.monotonic()
-        soak = asyncio.run(
-            load(server.url, rows, 16, None, 60 * args.soak_minutes, "soak",
-                 on_sample=lambda: samples.append((time.monotonic() - started, server.rss_mb())))
-        )  # fmt: skip
-        report["soak"] = {"minutes": args.soak_minutes, **soak, "rss_mb": _memory(samples)}
+
+        def sample() -> None:
+            now = time.monotonic() - started
+            samples.append((now, server.rss_mb()))
+            value = server.after_batch_mb()
+            if value is not None and (not after_batch or after_batch[-1][1] != value):
+                after_batch.append((now, value))
+
+        soak = asyncio.run(load(server.url, rows, 16, None, 60 * args.soak_minutes, "soak", on_sample=sample))
+        report["soak"] = {
+            "minutes": args.soak_minutes,
+            **soak,
+            "rss_mb": _memory(samples),
+            "after_batch_mb": _after_batch(after_batch),
+        }
         print("soak:", report["soak"], file=sys.stderr)
     server.stop()
     if "load" in phases:
@@ -366,6 +391,22 @@ def _slope(points: list[tuple[float, float]]) -> float:
     mean_v = statistics.mean(v for _, v in points)
     spread = sum((t - mean_t) ** 2 for t, _ in points)
     return 0.0 if spread == 0 else 60 * sum((t - mean_t) * (v - mean_v) for t, v in points) / spread
+
+
+def _after_batch(points: list[tuple[float, float]]) -> dict[str, Any]:
+    """The guard's after-batch RSS gauge over the soak: first, last, range and least-squares slope."""
+    if len(points) < 3:
+        return {"points": len(points)}
+    values = [v for _, v in points]
+    return {
+        "points": len(points),
+        "first_mb": round(values[0], 1),
+        "last_mb": round(values[-1], 1),
+        "min_mb": round(min(values), 1),
+        "max_mb": round(max(values), 1),
+        "slope_mb_per_min": round(_slope(points), 3),
+        "second_half_slope_mb_per_min": round(_slope(points[len(points) // 2 :]), 3),
+    }
 
 
 def _memory(samples: list[tuple[float, float]]) -> dict[str, Any]:

@@ -153,6 +153,9 @@ def test_metrics_count_what_happened() -> None:
         assert metric_value(url, 'ragsense_guard_request_seconds_count{endpoint="/v1/check"}') == 4
         assert metric_value(url, 'ragsense_guard_rejected_total{reason="invalid"}') == 2
         assert metric_value(url, "ragsense_guard_queue_rows") == 0
+        # Memory: the floor after a batch (what a leak would raise) and the process's own gauges.
+        after_batch = metric_value(url, "ragsense_guard_resident_bytes_after_batch")
+        assert 10e6 < after_batch <= metric_value(url, "process_resident_memory_bytes") * 2
 
 
 def test_health_ready_and_openapi(open_guard: RunningGuard) -> None:

@@ -37,7 +37,7 @@ from ragsense.guard._limits import (
     parse_json_body,
     token_violation,
 )
-from ragsense.guard._memory import release_free_memory
+from ragsense.guard._memory import release_free_memory, resident_bytes
 from ragsense.guard._metrics import GuardMetrics
 from ragsense.guard._schema import CheckRequest, CheckResponse, CheckRow
 
@@ -135,6 +135,9 @@ class GuardService:
             # Each batch frees tensors of new shapes; without this the allocator keeps them, fragmented,
             # and resident memory grows over hours although nothing is kept (docs/guard.md, "Memory").
             release_free_memory()
+        resident = resident_bytes()
+        if resident is not None:
+            self.metrics.resident_after_batch.set(resident)
         for place, group_records in zip(places, records, strict=True):
             payload = payloads[place]
             out[place] = [

@@ -14,7 +14,9 @@ import ctypes
 import ctypes.util
 import functools
 import logging
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
@@ -46,3 +48,17 @@ def release_free_memory() -> bool:
         return False
     trim(0)
     return True
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory in bytes (Linux ``/proc/self/statm``), ``None`` elsewhere.
+
+    >>> value = resident_bytes()
+    >>> value is None or value > 0
+    True
+    """
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE")

@@ -2,14 +2,17 @@
 
 ``ragsense_guard_requests_total{endpoint,status}``, ``ragsense_guard_request_seconds{endpoint}``,
 ``ragsense_guard_batch_rows``, ``ragsense_guard_batch_seconds``, ``ragsense_guard_queue_rows``,
-``ragsense_guard_rows_scored_total{outcome}`` and ``ragsense_guard_rejected_total{reason}``.
+``ragsense_guard_rows_scored_total{outcome}``, ``ragsense_guard_rejected_total{reason}``,
+``ragsense_guard_resident_bytes_after_batch`` (the process's resident memory right after a batch and
+the release of freed memory: the floor a leak would raise, without the in-flight batch's tensors), and
+the standard ``process_*`` metrics (CPU seconds, resident and virtual memory, open files).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 
 from ragsense.guard._batcher import BatchStats
 
@@ -67,6 +70,12 @@ class GuardMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self.resident_after_batch = Gauge(
+            "ragsense_guard_resident_bytes_after_batch",
+            "Resident memory right after the last micro-batch (and the release of freed memory)",
+            registry=self.registry,
+        )
+        ProcessCollector(registry=self.registry)
 
     def request(self, endpoint: str, status: int, seconds: float) -> None:
         """Count one answered request and its latency."""
