@@ -48,6 +48,10 @@ def main() -> None:
         "alternating them --repeats times, and count the PM's body calls and tokens",
     )
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rescore-window", type=int, default=16, help="with --default-only: the window")
+    parser.add_argument(
+        "--no-catch-up", dest="catch_up", action="store_false", help="with --default-only: catch_up=False"
+    )
     args = parser.parse_args()
 
     import torch
@@ -135,7 +139,10 @@ def _default_only(local: Any, contexts: list[str], raw: Any, raw_s: float, args:
     for _ in range(args.repeats):
         times["raw"].append(_time(raw, contexts))
         for how in ("single_shot", "iterative"):
-            perturber = Perturber(local, PerturbationSettings(k=args.k, how=how))  # type: ignore[arg-type]
+            settings = PerturbationSettings(
+                k=args.k, how=how, rescore_window=args.rescore_window, catch_up=args.catch_up
+            )
+            perturber = Perturber(local, settings)
             calls.update(n=0, tokens=0)
             local.forward_hidden = counted
             try:
@@ -152,7 +159,11 @@ def _default_only(local: Any, contexts: list[str], raw: Any, raw_s: float, args:
             f"body tokens {token_ratio:.2f}x the context"
         )
     ratio = medians["iterative"] / medians["single_shot"]
-    print(f"iterative / single shot (K = {args.k}, entropy, left fill, window 16): {ratio:.2f}x")
+    catch = "" if args.catch_up else ", no catch-up"
+    print(
+        f"iterative / single shot (K = {args.k}, entropy, left fill, window {args.rescore_window}{catch}): "
+        f"{ratio:.2f}x"
+    )
     print(
         json.dumps(
             {
@@ -164,6 +175,8 @@ def _default_only(local: Any, contexts: list[str], raw: Any, raw_s: float, args:
                 "iterative_over_single_shot": round(ratio, 3),
                 "items": len(contexts),
                 "k": args.k,
+                "rescore_window": args.rescore_window,
+                "catch_up": args.catch_up,
                 "model": local.info.name,
                 "threads": args.threads,
             }

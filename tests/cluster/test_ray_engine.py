@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from ragsense import evaluate
 from ragsense.data import read_rows, sample_rows_path
@@ -70,10 +71,17 @@ def first(ray_cluster: LocalRayCluster, tmp_path_factory: pytest.TempPathFactory
     source = root / "rows.jsonl"
     source.write_text("\n".join(_input_lines()) + "\n")
     store = root / "runs.sqlite"
-    local = evaluate(
-        source, "consens", model=MODEL, chunk_size=CHUNK, progress=False, store=store, tag="local"
-    )
     engine = RayEngine(address=ray_cluster.address, shard_chunks=1)
+    # Bit-identity holds at equal torch thread counts (a matrix product's sums are split by thread):
+    # the single-process reference runs on the workers' count, whatever earlier tests left set.
+    previous = torch.get_num_threads()
+    torch.set_num_threads(engine.threads_per_worker)
+    try:
+        local = evaluate(
+            source, "consens", model=MODEL, chunk_size=CHUNK, progress=False, store=store, tag="local"
+        )
+    finally:
+        torch.set_num_threads(previous)
     ray = evaluate(
         source, "consens", model=MODEL, chunk_size=CHUNK, output=root / "out", engine=engine,
         progress=False, store=store, tag="ray",
@@ -144,11 +152,13 @@ def test_resume_recomputes_only_missing_shards(first: FirstRun, ray_cluster: Loc
 
 
 def test_cli(first: FirstRun, ray_cluster: LocalRayCluster, tmp_path: Path) -> None:
+    # The command's wiring (flags, shards, exit code, summary); the fake model keeps it quick, and the
+    # bundled model's results on the cluster are checked above.
     out = tmp_path / "cli-out"
     command = [
         sys.executable, "-m", "ragsense", "evaluate", str(first.source), "-o", str(out), "--engine", "ray",
         "--address", ray_cluster.address, "--workers", "2", "--chunk-size", str(CHUNK), "--shard-chunks", "1",
-        "--shard-format", "jsonl", "--model", MODEL, "--store", str(tmp_path / "runs.sqlite"),
+        "--shard-format", "jsonl", "--model", "fake", "--store", str(tmp_path / "runs.sqlite"),
         "--table", "never",
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
@@ -156,7 +166,8 @@ def test_cli(first: FirstRun, ray_cluster: LocalRayCluster, tmp_path: Path) -> N
     assert "20 rows: 16 ok, 4 with errors" in done.stderr
     assert f"written to {out}" in done.stderr
     assert _shard_files(out) == [f"part-{k:05d}-of-00010.jsonl" for k in range(10)]
-    assert read_shards(out) == first.local.rows
+    local = evaluate(first.source, "consens", model="fake", chunk_size=CHUNK, progress=False)
+    assert read_shards(out) == local.rows
     manifest = json.loads((out / MANIFEST).read_text())
     assert (manifest["n_rows"], manifest["chunk_size"], manifest["n_shards"]) == (20, CHUNK, 10)
 

@@ -351,17 +351,6 @@ class _Run:
                 valid_end = p  # states from p on are stale; the next step catches up from here
                 continue
             end = n if settings.rescore_window is None else min(n, p + 1 + settings.rescore_window)
-            window = [q for q in range(p + 1, min(end + 1, n)) if q not in done and q in nll]
-            # The best pick outside the re-scored window keeps its earlier NLL, so it is known now. If it
-            # lies beyond the window, the next step would first catch the body up to it; running that
-            # catch-up in this call instead saves one model call per step (each call reads every weight)
-            # and computes the same states.
-            stop = end
-            if settings.catch_up and step + 1 < settings.k and end < n:
-                scored = set(window)
-                outside = [q for q in self.candidates if q not in done and q not in scored]
-                if outside:
-                    stop = max(end, min(outside, key=lambda q: (-nll[q], q)))
-            self._run_body(p, stop)
-            valid_end = stop
-            nll.update(self._nll(window))
+            self._run_body(p, end)
+            valid_end = end
+            nll.update(self._nll([q for q in range(p + 1, min(end + 1, n)) if q not in done and q in nll]))
