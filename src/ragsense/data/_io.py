@@ -87,13 +87,40 @@ def read_rows(path: str | os.PathLike[str], *, require_answer: bool = True) -> I
         )
     if not file.is_file():
         raise FileNotFoundError(f"input file not found: {str(file)!r}")
+    return _rows(_file_records(file), require_answer)
+
+
+def read_files(
+    files: Iterable[str | os.PathLike[str]], *, require_answer: bool = True
+) -> Iterator[RowOrError]:
+    """The rows of several files read as one input, in order: each file as :func:`read_rows` reads it,
+    the rows numbered and their ids checked for repeats across all the files (the Ray engine's input).
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "a.jsonl").write_text('{"id": "1", "question": "Q?", "context": "C.", "answer": "A."}\\n')
+    >>> _ = (d / "b.jsonl").write_text('{"id": "1", "question": "Q?", "context": "C.", "answer": "B."}\\n')
+    >>> [type(r).__name__ for r in read_files([d / "a.jsonl", d / "b.jsonl"])]
+    ['RagRow', 'RowError']
+    """
+
+    def records() -> Iterator[_Record]:
+        for file in files:
+            yield from _file_records(Path(file))
+
+    return _rows(records(), require_answer)
+
+
+def _file_records(file: Path) -> Iterator[_Record]:
+    """One file's records, by its suffix (``.jsonl`` for any other)."""
+    suffix = file.suffix.lower()
     if suffix == ".json":
-        return _rows(_json_records(file), require_answer)
+        return _json_records(file)
     if suffix == ".csv":
-        return _rows(_csv_records(file), require_answer)
+        return _csv_records(file)
     if suffix == ".parquet":
-        return _rows(((raw, None) for raw in parquet_rows(file)), require_answer)
-    return _rows(_jsonl_file_records(file), require_answer)
+        return ((raw, None) for raw in parquet_rows(file))
+    return _jsonl_file_records(file)
 
 
 # A record is (raw fields, None) or (raw text, why it is not a row).

@@ -25,15 +25,15 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
 from ragsense._version import __version__
-from ragsense.data import RowError, RowOrError, dumps_json, require_module
-from ragsense.data._io import SUFFIXES, _csv_records, _json_records, _jsonl_file_records, _Record, _rows
-from ragsense.data._tabular import _column, parquet_rows
+from ragsense.data import RowError, RowOrError, dumps_json, read_files, require_module
+from ragsense.data._io import SUFFIXES
+from ragsense.data._tabular import _column
 from ragsense.errors import InputError, ParameterError
 from ragsense.runs import InputHasher
 
@@ -391,23 +391,6 @@ def input_files(location: str | os.PathLike[str]) -> list[str]:
     return [str(location) if prefix else path]
 
 
-def _file_records(name: str, data: bytes) -> Iterator[_Record]:
-    """One file's records through ragsense's own readers (the file written aside locally first), so a
-    bad line or cell becomes the same error record it is in a single-process run."""
-    suffix = Path(name).suffix.lower()
-    with tempfile.TemporaryDirectory(prefix="ragsense-ray-") as folder:
-        local = Path(folder) / f"input{suffix}"
-        local.write_bytes(data)
-        if suffix == ".csv":
-            yield from _csv_records(local)
-        elif suffix == ".json":
-            yield from _json_records(local)
-        elif suffix == ".parquet":
-            yield from ((raw, None) for raw in parquet_rows(local))
-        else:
-            yield from _jsonl_file_records(local)
-
-
 def parse_files(files: Iterable[tuple[str, bytes]]) -> list[RowOrError]:
     """The rows of the input files, in order, numbered and id-checked across all of them: for one file,
     exactly ``read_rows(file, require_answer=False)``.
@@ -417,8 +400,12 @@ def parse_files(files: Iterable[tuple[str, bytes]]) -> list[RowOrError]:
     (['RagRow', 'RowError'], 1)
     """
 
-    def records() -> Iterator[_Record]:
-        for name, data in files:
-            yield from _file_records(name, data)
-
-    return list(_rows(records(), require_answer=False))
+    # ragsense's own readers take paths: each file's bytes are written aside locally first, so a bad
+    # line or cell becomes the same error record it is in a single-process run.
+    with tempfile.TemporaryDirectory(prefix="ragsense-ray-") as folder:
+        local = []
+        for i, (name, data) in enumerate(files):
+            path = Path(folder) / f"{i:05d}{Path(name).suffix.lower()}"
+            path.write_bytes(data)
+            local.append(path)
+        return list(read_files(local, require_answer=False))

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragsense.errors import BackendUnavailableError, ModelCallError
+from ragsense.errors import BackendUnavailableError, CapabilityError, ModelCallError, ModelNotFoundError
 from ragsense.models._hf_scoring import Encoded, encode
 from ragsense.models._interface import (
     ChatMessage,
@@ -197,6 +197,9 @@ class VLLMModel:
                     prompt_tokens=item.first,
                     straddles_boundary=item.straddles,
                 )
+        missing = [i for i, r in enumerate(results) if r is None]
+        if missing:
+            raise ModelCallError(f"vLLM returned no output for request(s) {missing}")
         return [r for r in results if r is not None]
 
     # -- SupportsChoiceScoring -------------------------------------------------------------------
@@ -213,8 +216,6 @@ class VLLMModel:
     # -- SupportsGeneration / SupportsChat -------------------------------------------------------
     def _sampling(self, config: GenerationConfig) -> Any:
         if config.json_schema is not None:
-            from ragsense.errors import CapabilityError
-
             raise CapabilityError(
                 "the vllm backend does not decode to a JSON schema itself; ragsense's schema-guided "
                 "decoder takes over for judges (render_chat)"
@@ -289,8 +290,6 @@ def create_vllm_model(
 
     path = converted_path(model_id) if model_id in BUNDLED_MODELS else Path(model_id)
     if not path.is_dir():
-        from ragsense.errors import ModelNotFoundError
-
         raise ModelNotFoundError(
             f"vllm:{model_id}: not a bundled model name and not a local model directory "
             "(ragsense never downloads at run time)"
