@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsense import metrics
-from ragsense.consens import VERDICT_BANDS, Aggregation
+from ragsense.consens import Aggregation, default_bands
 from ragsense.runs import RunStore, StoredRun
 
 AGGREGATIONS = [a.value for a in Aggregation]
@@ -147,9 +147,10 @@ def make_row(
             }
         )
     consens = rng.uniform(-1.0, 1.0)
-    grounded_at, ungrounded_below = VERDICT_BANDS[Aggregation.Q25]
+    bands = default_bands(Aggregation.Q25)
+    grounded_at, ungrounded_below = bands.grounded_at, bands.ungrounded_below
     verdict = (
-        "grounded" if consens >= grounded_at else "weak" if consens >= ungrounded_below else "ungrounded"
+        "grounded" if consens >= grounded_at else "unsure" if consens >= ungrounded_below else "ungrounded"
     )
     by_aggregation = {a: rng.uniform(-1, 1) for a in AGGREGATIONS} | {"q25": consens}
     attribution = [

@@ -46,8 +46,8 @@ def test_max_share_counts_verdicts_and_errors(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite"
     assert _evaluate(store, "--tag", "shares") == 0
     verdicts = RunStore(store).get("shares").summary["metrics"]["consens"]["verdicts"]  # type: ignore[index]
-    weak_share = verdicts.get("weak", 0) / 8
-    assert weak_share > 0  # the fake model leaves some sample rows "weak"
+    weak_share = verdicts.get("unsure", 0) / 8
+    assert weak_share > 0  # the fake model leaves some sample rows "unsure"
     assert _evaluate(store, "--max-share", f"weak={weak_share:.4f}") == 0
     assert _evaluate(store, "--max-share", f"weak={weak_share - 0.01:.4f}") == EXIT_GATE_FAILED
     assert _evaluate(store, "--max-share", "errors=0") == 0

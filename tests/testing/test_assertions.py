@@ -13,7 +13,7 @@ import pytest
 
 import ragsense.evaluation
 from ragsense import evaluate
-from ragsense.consens import DEFAULT_AGGREGATION, GROUNDED_AT, VERDICT_BANDS, Aggregation
+from ragsense.consens import DEFAULT_AGGREGATION, GROUNDED_AT, Aggregation, default_bands
 from ragsense.errors import InputError, ModelNotFoundError, ParameterError
 from ragsense.models import DEFAULT_MODEL
 from ragsense.testing import (
@@ -77,7 +77,7 @@ def test_contexts_may_be_one_string() -> None:
 
 
 def test_default_threshold_is_the_grounded_band_of_the_default_aggregation() -> None:
-    assert VERDICT_BANDS[DEFAULT_AGGREGATION][0] == GROUNDED_AT
+    assert default_bands(DEFAULT_AGGREGATION).grounded_at == GROUNDED_AT
     with pytest.raises(GroundingAssertionError) as info:
         assert_grounded(QUESTION, CONTEXTS, UNGROUNDED, model="fake")
     assert info.value.threshold == GROUNDED_AT
@@ -146,7 +146,7 @@ def test_min_consens_and_aggregation_set_the_threshold() -> None:
     assert info.value.threshold == 1.0
     with pytest.raises(GroundingAssertionError) as info:
         assert_grounded(QUESTION, CONTEXTS, UNGROUNDED, aggregation="geometric", model="fake")
-    assert info.value.threshold == VERDICT_BANDS[Aggregation.GEOMETRIC][0]
+    assert info.value.threshold == default_bands(Aggregation.GEOMETRIC).grounded_at
     assert info.value.row["aggregation"] == "geometric"
     assert "geometric" in str(info.value).splitlines()[0]
 

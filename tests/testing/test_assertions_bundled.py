@@ -2,7 +2,7 @@
 message points at the invented words.
 
 The examples use a made-up museum, so that the model cannot know the answer without the context: on
-"The Eiffel Tower was completed in 1889." it does (q25 score about +0.016, verdict 'weak')."""
+"The Eiffel Tower was completed in 1889." it does (q25 score about +0.016, verdict 'unsure')."""
 
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ def test_option_fixtures_and_failure_output(pytester: pytest.Pytester) -> None:
         [
             "*test_not_grounded*",
             "E * ragsense.testing.GroundingAssertionError: answer is not grounded: consens +0.000 < "
-            "min_consens +0.020 (verdict 'weak', q25, model fake)",
+            "min_consens +0.020 (verdict 'unsure', q25, model fake)",
             "E *weakest words (contrast nll_empty - nll_context*",
             "E *Frank *+0.00",
             "E *documents the answer rests on*",

@@ -27,19 +27,27 @@ from ragsense.consens._math import (
     safe_exp,
 )
 from ragsense.consens._prompt import PromptTemplate
-from ragsense.errors import InputError
+from ragsense.consens._verdicts import Bands
+from ragsense.errors import InputError, ParameterError
 from ragsense.models import ContinuationScore, LanguageModel, ScoreRequest, SupportsLogprobs, require
-from ragsense.text import ContentSelection, align_tokens_to_words, content_words, word_logprob_sums
+from ragsense.text import (
+    ContentSelection,
+    ContextVocabulary,
+    align_tokens_to_words,
+    content_words,
+    is_refusal,
+    word_logprob_sums,
+)
 
 # The default score: the 25th percentile of the answer's word contrasts (how much the context made
 # each content word more likely). Chosen by a rule fixed in advance on development halves of WikiEval,
 # HaluEval and PubMedQA and reported on the other halves (benchmarks/consens_aggregates.py,
 # docs/results.md "Choosing the default score"). The paper's ConSens is Aggregation.ARITHMETIC.
 DEFAULT_AGGREGATION = Aggregation.Q25
-# Verdict bands per aggregation, (grounded_at, ungrounded_below), from the same script and data
-# (development halves, rule 3): "grounded" at or above the first, "ungrounded" below the second,
-# "weak" in between. Every score is tanh(r / 2); 0 means the context changed nothing.
-VERDICT_BANDS: dict[Aggregation, tuple[float, float]] = {
+# Default verdict bands per aggregation, (grounded_at, ungrounded_below): "grounded" at or above the
+# first, "ungrounded" below the second, "unsure" in between. Every score is tanh(r / 2); 0 means the
+# context changed nothing. How they were chosen: docs/results.md, "Verdicts".
+_DEFAULT_EDGES: dict[Aggregation, tuple[float, float]] = {
     Aggregation.ARITHMETIC: (0.67, 0.19),
     Aggregation.GEOMETRIC: (0.72, 0.40),
     Aggregation.MIN_WORD: (-0.75, -0.84),
@@ -49,28 +57,61 @@ VERDICT_BANDS: dict[Aggregation, tuple[float, float]] = {
     Aggregation.MEAN_TAIL: (0.33, 0.25),
     Aggregation.SHARE: (0.50, 0.50),
 }
-GROUNDED_AT, UNGROUNDED_BELOW = VERDICT_BANDS[DEFAULT_AGGREGATION]
+DEFAULT_BANDS: dict[Aggregation, Bands] = {
+    agg: Bands(agg.value, grounded_at=g, ungrounded_below=u, origin="default")
+    for agg, (g, u) in _DEFAULT_EDGES.items()
+}
+"""The default :class:`Bands` of each aggregation (``--bands FILE`` replaces them)."""
+GROUNDED_AT = DEFAULT_BANDS[DEFAULT_AGGREGATION].grounded_at
+UNGROUNDED_BELOW = DEFAULT_BANDS[DEFAULT_AGGREGATION].ungrounded_below
 # Leave-one-out attribution ranks documents by the geometric mean, whatever the row's aggregation:
 # removing a document makes many words a little less likely, which a mean sees and a low quantile
 # does not (PubMedQA attribution: top-1 94.9% geometric against 63.3% q25, docs/results.md). The
 # geometric mean was chosen for this on the same data in an earlier session, so that figure is not
 # an independent test of the choice.
 ATTRIBUTION_AGGREGATION = Aggregation.GEOMETRIC
-VERDICTS = ("grounded", "weak", "ungrounded")
 
 
-def verdict(score: float, aggregation: Aggregation | str = DEFAULT_AGGREGATION) -> str:
-    """``grounded``, ``weak`` or ``ungrounded``: the band of ``score`` under ``aggregation``'s bands.
+def default_bands(aggregation: Aggregation | str = DEFAULT_AGGREGATION) -> Bands:
+    """The default bands of ``aggregation``.
+
+    >>> b = default_bands("q25")
+    >>> (b.score, b.grounded_at) == ("q25", GROUNDED_AT)
+    True
+    """
+    return DEFAULT_BANDS[Aggregation(aggregation)]
+
+
+def verdict(
+    score: float, aggregation: Aggregation | str = DEFAULT_AGGREGATION, *, bands: Bands | None = None
+) -> str:
+    """``grounded``, ``unsure`` or ``ungrounded``: the band of ``score`` under ``bands`` (by default
+    the default bands of ``aggregation``). ``refusal`` is decided from the answer's words, not here.
 
     >>> [verdict(x) for x in (0.9, 0.01, -0.3)]
-    ['grounded', 'weak', 'ungrounded']
+    ['grounded', 'unsure', 'ungrounded']
     >>> verdict(0.6, "geometric")
-    'weak'
+    'unsure'
     """
-    grounded_at, ungrounded_below = VERDICT_BANDS[Aggregation(aggregation)]
-    if score >= grounded_at:
-        return "grounded"
-    return "weak" if score >= ungrounded_below else "ungrounded"
+    return (bands or default_bands(aggregation)).verdict(score)
+
+
+def check_bands(bands: Bands | None, aggregation: Aggregation) -> Bands:
+    """``bands`` (default: the aggregation's defaults), refused when fitted on another score.
+
+    >>> check_bands(Bands("geometric", 0.5, 0.1), Aggregation.Q25)
+    Traceback (most recent call last):
+    ...
+    ragsense.errors.ParameterError: bands: the bands were fitted on geometric scores; this score is q25
+    """
+    if bands is None:
+        return default_bands(aggregation)
+    if bands.score != aggregation.value:
+        raise ParameterError(
+            f"the bands were fitted on {bands.score} scores; this score is {aggregation.value}",
+            parameter="bands",
+        )
+    return bands
 
 
 NoContextCache = OrderedDict[ScoreRequest, ContinuationScore]
@@ -93,6 +134,7 @@ class WordDetail:
     ppl_empty: float | None
     nll_context: float
     nll_empty: float
+    stated: bool = False  # the context states the word (exact, lemma or number match: text.stated_in_context)
 
 
 @dataclass(frozen=True)
@@ -127,21 +169,23 @@ class GroundingResult:
     attribution: list[DocumentAttribution] | None = None
     top_document: int | None = None
     notes: list[str] = field(default_factory=list)
+    refusal: bool = False
+    verdict: str = ""
+    """``refusal`` when the answer declines to answer, else the band of :attr:`consens`; the scorer
+    sets it with its bands, and an empty value means the default bands of :attr:`aggregation`."""
 
-    @property
-    def verdict(self) -> str:
-        """The verdict band of :attr:`consens` under its :attr:`aggregation`'s bands."""
-        return verdict(self.consens, self.aggregation)
+    def __post_init__(self) -> None:
+        if not self.verdict:
+            band = "refusal" if self.refusal else verdict(self.consens, self.aggregation)
+            object.__setattr__(self, "verdict", band)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (no NaN or infinity: overflowing perplexities are ``None``), with ``verdict``."""
-        fields = asdict(self)
-        fields["verdict"] = self.verdict
-        return fields
+        """A JSON-ready dict (no NaN or infinity: overflowing perplexities are ``None``)."""
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, fields: Mapping[str, Any]) -> GroundingResult:
-        """The result back from :meth:`to_dict` output (extra keys such as ``verdict`` are ignored).
+        """The result back from :meth:`to_dict` output (extra keys such as ``model`` are ignored).
 
         >>> r = GroundingResult(0.5, 1.1, 2.0, 6.0, "geometric", {"geometric": 0.5}, [])
         >>> GroundingResult.from_dict(r.to_dict()) == r
@@ -162,6 +206,8 @@ class GroundingResult:
             attribution=None if attribution is None else [DocumentAttribution(**a) for a in attribution],
             top_document=fields.get("top_document"),
             notes=list(fields.get("notes", [])),
+            refusal=bool(fields.get("refusal", False)),
+            verdict=str(fields.get("verdict") or ""),
         )
 
 
@@ -174,6 +220,8 @@ class _Plan:
     full: ScoreRequest
     truncated: bool
     dropped_tokens: int
+    vocabulary: ContextVocabulary  # of the context as scored (after truncation)
+    refusal: bool
     leave_one_out: list[tuple[ScoreRequest, bool]] = field(default_factory=list)
 
 
@@ -198,12 +246,14 @@ class GroundingScorer:
         aggregation: Aggregation | str = DEFAULT_AGGREGATION,
         cache_size: int = 4096,
         no_context_cache: NoContextCache | None = None,
+        bands: Bands | None = None,
     ) -> None:
         # mypy rejects a Protocol where type[T] is expected (python/mypy#4717); require() only
         # uses it with isinstance, which a runtime_checkable Protocol supports.
         self.model = require(model, SupportsLogprobs, "ConSens")  # type: ignore[type-abstract]
         self.template = template or PromptTemplate()
         self.aggregation = Aggregation(aggregation)
+        self.bands = check_bands(bands, self.aggregation)
         # Given by a model pool, the cache is shared by every scorer on the model (ConSens and VERA's
         # ConSens signal ask for the same no-context passes once).
         self._empty_cache: NoContextCache = OrderedDict() if no_context_cache is None else no_context_cache
@@ -263,7 +313,8 @@ class GroundingScorer:
         budget = self._context_budget(question, continuation)
         context, dropped = self._fit(self.template.join(documents), budget)
         full = ScoreRequest(self.template.render_context(question, context), continuation)
-        plan = _Plan(selection, empty, full, dropped > 0, dropped)
+        vocabulary = ContextVocabulary([context])
+        plan = _Plan(selection, empty, full, dropped > 0, dropped, vocabulary, is_refusal(answer))
         if attribution and len(documents) > 1:
             for k in range(len(documents)):
                 rest = self.template.join(documents[:k] + documents[k + 1 :])
@@ -354,6 +405,7 @@ class GroundingScorer:
                 ppl_empty=safe_exp(e),
                 nll_context=c,
                 nll_empty=e,
+                stated=plan.vocabulary.states(w.text),
             )
             for w, c, e in zip([plan.selection.kept[k] for k in usable], nll_full, nll_empty, strict=True)
         ]
@@ -395,6 +447,8 @@ class GroundingScorer:
             attribution=attribution,
             top_document=top,
             notes=notes,
+            refusal=plan.refusal,
+            verdict="refusal" if plan.refusal else self.bands.verdict(consens),
         )
         if not math.isfinite(result.consens):
             raise ValueError("internal error: non-finite ConSens")  # never emit NaN silently

@@ -89,7 +89,7 @@ def verdict_figures(
     """How the verdict bands sort positives (grounded) and negatives (not grounded).
 
     ``ungrounded`` precision: the share of texts called ungrounded that are negatives; recall: the
-    share of negatives called ungrounded. The same for ``not grounded`` (``weak`` or ``ungrounded``).
+    share of negatives called ungrounded. The same for ``not grounded`` (``unsure`` or ``ungrounded``).
     """
     vp = [verdict(x) for x in pos]
     vn = [verdict(x) for x in neg]
@@ -109,7 +109,7 @@ def verdict_figures(
         "positives_by_verdict": {b: vp.count(b) for b in bands},
         "negatives_by_verdict": {b: vn.count(b) for b in bands},
         "ungrounded": pr({"ungrounded"}),
-        "not_grounded": pr({"ungrounded", "weak"}),
+        "not_grounded": pr({"ungrounded", "unsure"}),
     }
 
 

@@ -12,10 +12,13 @@ from ragsense.consens import (
     NO_CONTEXT_CACHE,
     VERDICTS,
     Aggregation,
+    Bands,
     GroundingResult,
     GroundingScorer,
     NoContextCache,
     PromptTemplate,
+    check_bands,
+    resolve_bands,
 )
 from ragsense.data import RagRow, RowError, parse_rows
 from ragsense.errors import InputError, ModelCallError, ParameterError
@@ -34,6 +37,7 @@ CONSENS_FIELDS = (
     "truncated",
     "context_tokens_dropped",
     "notes",
+    "refusal",
     "verdict",
     "model",
 )
@@ -45,7 +49,9 @@ class ConSens:
 
     ``model``: a model name or object (default: the bundled SmolLM2-135M); ``model_options`` go to
     the backend when the model is named (``device``, ``threads``, ``base_url``). ``attribution``: also
-    score the context with each document left out (``attribution``, ``top_document``).
+    score the context with each document left out (``attribution``, ``top_document``). ``bands``: the
+    verdict bands (a :class:`~ragsense.consens.Bands` or the path of a file ``ragsense calibrate``
+    wrote; default: the aggregation's default bands); they must have been fitted on ``aggregation``.
 
     >>> from ragsense.evaluation import evaluate
     >>> run = evaluate([{"question": "Who designs proteins?",
@@ -70,6 +76,7 @@ class ConSens:
         aggregation: Aggregation | str = DEFAULT_AGGREGATION,
         template: PromptTemplate | None = None,
         model_options: Mapping[str, Any] | None = None,
+        bands: Bands | str | None = None,
     ) -> None:
         try:
             self.aggregation = Aggregation(aggregation)
@@ -78,6 +85,7 @@ class ConSens:
             raise ParameterError(
                 f"must be one of {choices}, got {aggregation!r}", parameter="aggregation"
             ) from None
+        self.bands = check_bands(resolve_bands(bands, None), self.aggregation)
         self.model_spec = model
         self.model_options = dict(model_options or {})
         self.attribution = attribution
@@ -93,6 +101,7 @@ class ConSens:
             "attribution": self.attribution,
             "aggregation": self.aggregation.value,
             "template": self.template.template,
+            "bands": self.bands.to_dict(),
         }
 
     def model_fingerprints(self) -> dict[str, str]:
@@ -103,7 +112,11 @@ class ConSens:
         model = pool.get(self.model_spec, **self.model_options)
         cache = pool.shared(model, NO_CONTEXT_CACHE, NoContextCache)
         self._scorer = GroundingScorer(
-            model, template=self.template, aggregation=self.aggregation, no_context_cache=cache
+            model,
+            template=self.template,
+            aggregation=self.aggregation,
+            no_context_cache=cache,
+            bands=self.bands,
         )
 
     async def results(self, rows: Sequence[RagRow]) -> list[GroundingResult | InputError]:

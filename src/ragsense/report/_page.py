@@ -89,7 +89,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 .v { display: inline-block; border-radius: 5px; padding: 0 7px; font-size: 12px; font-weight: 600;
   background: #eef0f3; color: #3d4350; white-space: nowrap; }
 .v.grounded, .v.true { background: var(--good-soft); color: var(--good); }
-.v.weak { background: var(--warn-soft); color: var(--warn); }
+.v.unsure, .v.refusal { background: var(--warn-soft); color: var(--warn); }
 .v.ungrounded, .v.false { background: var(--bad-soft); color: var(--bad); }
 .better { color: var(--good); }
 .worse { color: var(--bad); }

@@ -193,7 +193,7 @@ function histogram(score, si) {
   const legend = [];
   if (bands) {
     const cut = [[lo, bands.ungrounded_below, "#fbe4e2", "ungrounded"],
-      [bands.ungrounded_below, bands.grounded_at, "#fcefd6", "weak"],
+      [bands.ungrounded_below, bands.grounded_at, "#fcefd6", "unsure"],
       [bands.grounded_at, hi, "#e1f3e6", "grounded"]];
     for (const [a, b, color, name] of cut) {
       const x0 = X(Math.max(lo, a)), x1 = X(Math.min(hi, b));
@@ -207,7 +207,7 @@ function histogram(score, si) {
         stroke: "#8a909c", "stroke-dasharray": "3 3"}));
     }
     legend.push(h("span", {text: "bands of " + bands.aggregation + ": ungrounded < " +
-      fmt(bands.ungrounded_below, 2) + " ≤ weak < " + fmt(bands.grounded_at, 2) + " ≤ grounded"}));
+      fmt(bands.ungrounded_below, 2) + " ≤ unsure < " + fmt(bands.grounded_at, 2) + " ≤ grounded"}));
   }
   series.forEach((s, r) => {
     const last = r === RUNS.length - 1;

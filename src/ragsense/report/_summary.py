@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragsense.consens import VERDICT_BANDS, Aggregation
+from ragsense.consens import Aggregation, default_bands
 from ragsense.report._texts import round4
 from ragsense.runs import Comparison, StoredRun
 from ragsense.stats import mean_ci
@@ -113,11 +113,20 @@ def _round_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def consens_bands(run: StoredRun, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """ConSens's verdict thresholds for the run's aggregation (its settings, else its rows)."""
+    """ConSens's verdict thresholds: the bands the run used (its settings), else the defaults of its
+    aggregation (its settings, else its rows)."""
     aggregation: Any = None
     for metric in run.metrics:
         if metric.get("name") in ("consens", "attribution"):
-            aggregation = (metric.get("settings") or {}).get("aggregation")
+            settings = metric.get("settings") or {}
+            aggregation = settings.get("aggregation")
+            used = settings.get("bands")
+            if isinstance(used, dict) and {"grounded_at", "ungrounded_below"} <= used.keys():
+                return {
+                    "aggregation": str(used.get("score", aggregation)),
+                    "grounded_at": used["grounded_at"],
+                    "ungrounded_below": used["ungrounded_below"],
+                }
     if aggregation is None:
         aggregation = next((r["aggregation"] for r in rows if r.get("aggregation")), None)
     if aggregation is None:
@@ -125,10 +134,14 @@ def consens_bands(run: StoredRun, rows: Sequence[Mapping[str, Any]]) -> dict[str
             return None
         aggregation = Aggregation.Q25.value
     try:
-        grounded_at, ungrounded_below = VERDICT_BANDS[Aggregation(str(aggregation))]
+        bands = default_bands(str(aggregation))
     except ValueError:
         return None
-    return {"aggregation": str(aggregation), "grounded_at": grounded_at, "ungrounded_below": ungrounded_below}
+    return {
+        "aggregation": str(aggregation),
+        "grounded_at": bands.grounded_at,
+        "ungrounded_below": bands.ungrounded_below,
+    }
 
 
 def _setting(value: Any) -> Any:

@@ -96,7 +96,7 @@ def assert_grounded(
 
     The row is scored by :func:`ragsense.evaluate` with the ConSens metric. ``min_consens`` defaults to
     the lower edge of the ``grounded`` band of ``aggregation`` (default ``q25``: 0.02,
-    ``ragsense.consens.VERDICT_BANDS``), so by default the verdict must be ``grounded``. ``model``
+    ``ragsense.consens.DEFAULT_BANDS``), so by default the verdict must be ``grounded``. ``model``
     defaults to the pytest session's ``--ragsense-model`` (ini ``ragsense_model``) under the plugin,
     else ragsense's default model (``smollm2-135m``); models are loaded once per process.
 
@@ -117,10 +117,10 @@ def assert_grounded(
     ...                     "Seattle is in Washington."], "Linus Pauling, in Pasadena.", model="fake")
     ... except GroundingAssertionError as error:
     ...     print(str(error).splitlines()[0])
-    answer is not grounded: consens +0.000 < min_consens +0.020 (verdict 'weak', q25, model fake)
+    answer is not grounded: consens +0.000 < min_consens +0.020 (verdict 'unsure', q25, model fake)
     """
     __tracebackhide__ = True  # pytest shows the test's line and the message, not this function
-    from ragsense.consens import VERDICT_BANDS
+    from ragsense.consens import default_bands
     from ragsense.metrics import ConSens
 
     # One string is one document; any other iterable is read once here (a generator would be spent).
@@ -129,7 +129,7 @@ def assert_grounded(
         docs = list(docs)
     model = model if model is not None else _current_model()
     metric = ConSens(model, **_aggregation_option(aggregation))
-    threshold = VERDICT_BANDS[metric.aggregation][0] if min_consens is None else min_consens
+    threshold = default_bands(metric.aggregation).grounded_at if min_consens is None else min_consens
     _check_number(threshold, "min_consens", low=-1.0, high=1.0)
     row = _score_one(question, docs, answer, metric)
     if float(row["consens"]) >= threshold:

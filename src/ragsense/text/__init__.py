@@ -14,12 +14,15 @@ Sentences of a context and atomic statements of an answer, for per-statement jud
 from ragsense.text._align import align_tokens_to_words, word_logprob_sums
 from ragsense.text._closed_class import CLOSED_CLASS_WORDS, is_closed_class
 from ragsense.text._content import ContentSelection, DropReason, Fallback, content_words
+from ragsense.text._refusal import is_refusal
 from ragsense.text._statements import Span, split_sentences, split_statements
+from ragsense.text._support import ContextVocabulary, stated_in_context, unsupported_share
 from ragsense.text._words import Word, normalize_word, split_words
 
 __all__ = [
     "CLOSED_CLASS_WORDS",
     "ContentSelection",
+    "ContextVocabulary",
     "DropReason",
     "Fallback",
     "Span",
@@ -27,9 +30,12 @@ __all__ = [
     "align_tokens_to_words",
     "content_words",
     "is_closed_class",
+    "is_refusal",
     "normalize_word",
     "split_sentences",
     "split_statements",
     "split_words",
+    "stated_in_context",
+    "unsupported_share",
     "word_logprob_sums",
 ]

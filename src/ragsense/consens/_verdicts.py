@@ -1,0 +1,132 @@
+"""Verdicts: a grounding score turned into ``grounded`` / ``unsure`` / ``ungrounded``, plus ``refusal``.
+
+A verdict is what the report, the gates, the pytest plugin and the guard act on, so it abstains: a
+score between the two band edges is ``unsure`` rather than forced to one side. The edges are
+:class:`Bands`: the defaults are chosen on development data (docs/results.md, "Verdicts"), and
+``ragsense calibrate`` fits them on a user's own labelled rows and writes them to a JSON file that
+every command reads back with ``--bands FILE`` (``bands=`` in Python).
+
+An answer that declines to answer from the context (``ragsense.text.is_refusal``) gets ``refusal``
+whatever its score: it states nothing the context could fail to support.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragsense.errors import ParameterError
+
+VERDICTS = ("grounded", "unsure", "ungrounded", "refusal")
+"""Every verdict the grounding score gives."""
+
+BANDS_FORMAT = "ragsense.bands/1"
+"""The ``format`` tag of a bands file; a file with another tag is refused, not guessed at."""
+
+
+@dataclass(frozen=True)
+class Bands:
+    """Where a score becomes a verdict: ``grounded`` at or above ``grounded_at``, ``ungrounded`` below
+    ``ungrounded_below``, ``unsure`` in between.
+
+    ``score`` names the aggregation the edges apply to (a bands file fitted on ``q25`` scores must not
+    be read against another score). ``origin`` says where the bands came from (``"default"`` or the
+    calibration that fitted them); ``fit`` keeps that calibration's figures (precision, coverage, their
+    intervals, n), so a run store that records the bands records their evidence too.
+
+    >>> b = Bands("q25", grounded_at=0.1, ungrounded_below=-0.1)
+    >>> [b.verdict(x) for x in (0.5, 0.0, -0.5)]
+    ['grounded', 'unsure', 'ungrounded']
+    >>> Bands.from_dict(b.to_dict()) == b
+    True
+    """
+
+    score: str
+    grounded_at: float
+    ungrounded_below: float
+    origin: str = "default"
+    fit: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("grounded_at", "ungrounded_below"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ParameterError(f"must be a finite number, got {value!r}", parameter=name)
+        if self.ungrounded_below > self.grounded_at:
+            raise ParameterError(
+                f"ungrounded_below ({self.ungrounded_below}) is above grounded_at ({self.grounded_at})",
+                parameter="bands",
+            )
+        if not isinstance(self.score, str) or not self.score:
+            raise ParameterError(
+                f"must name the score the bands apply to, got {self.score!r}", parameter="score"
+            )
+
+    def verdict(self, score: float) -> str:
+        """The band of ``score``: ``grounded``, ``unsure`` or ``ungrounded``."""
+        if score >= self.grounded_at:
+            return "grounded"
+        return "unsure" if score >= self.ungrounded_below else "ungrounded"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form written by ``ragsense calibrate`` (with the ``format`` tag)."""
+        fields = asdict(self)
+        fields["fit"] = dict(self.fit)
+        return {"format": BANDS_FORMAT, **fields}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, where: str = "bands") -> Bands:
+        """Bands back from :meth:`to_dict` output; a wrong or missing field is a clear error naming it."""
+        if not isinstance(data, Mapping):
+            raise ParameterError(
+                f"{where}: expected a JSON object, got {type(data).__name__}", parameter="bands"
+            )
+        tag = data.get("format")
+        if tag != BANDS_FORMAT:
+            raise ParameterError(
+                f"{where}: not a ragsense bands file (format {tag!r}, expected {BANDS_FORMAT!r}); "
+                "make one with `ragsense calibrate`",
+                parameter="bands",
+            )
+        missing = [k for k in ("score", "grounded_at", "ungrounded_below") if k not in data]
+        if missing:
+            raise ParameterError(f"{where}: missing field(s) {', '.join(missing)}", parameter="bands")
+        fit = data.get("fit", {})
+        return cls(
+            score=data["score"],
+            grounded_at=data["grounded_at"],
+            ungrounded_below=data["ungrounded_below"],
+            origin=str(data.get("origin", "file")),
+            fit=dict(fit) if isinstance(fit, Mapping) else {},
+        )
+
+    def save(self, path: str | Path) -> None:
+        """Write the bands as JSON (the file ``--bands`` reads)."""
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Bands:
+        """Read a bands file; a missing, unreadable or malformed file raises a ParameterError naming it."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            reason = exc.strerror or exc
+            raise ParameterError(f"cannot read bands file {path}: {reason}", parameter="bands") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ParameterError(f"bands file {path} is not JSON: {exc}", parameter="bands") from None
+        return cls.from_dict(data, where=f"bands file {path}")
+
+
+def resolve_bands(bands: Bands | str | Path | None, default: Bands | None = None) -> Bands | None:
+    """``bands`` as given (an object, or the path of a bands file, read here), or ``default`` when None."""
+    if bands is None:
+        return default
+    if isinstance(bands, Bands):
+        return bands
+    return Bands.load(bands)

@@ -1,0 +1,129 @@
+"""Lexical support: which answer words the context states, by exact, lemma and number match.
+
+The grounding score reads each answer word's likelihood with and without the context. A small model
+can fail to raise the likelihood of a word the context states verbatim (a rare name, a number), and
+counting such a word against the answer is wrong: the context says it. So every scored word is also
+matched against the context's words, with fixed rules and no model:
+
+* **exact**: the same word after case folding (``’`` read as ``'``), a trailing ``'s`` ignored;
+* **lemma**: the same stem after removing one common English inflection (``-s``, ``-es``, ``-ies``,
+  ``-ed``, ``-ing``, ``-er``, ``-est``, ``-ly``), stems of at least four characters, so "designs"
+  matches "designed" and "studies" matches "study", but "sing"/"sings" and "bed"/"bee" stay apart;
+* **number**: the same value once thousands separators are dropped ("1,000" is "1000", "3.50" is
+  "3.5"), and the number words one to twenty as digits ("two" is "2");
+* **parts**: a hyphenated word whose every part is stated ("COVID-19" in "COVID 19").
+
+The same rules give the trivial *lexical support* baseline: the share of the answer's scored words
+that the context does not state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ragsense.text._words import normalize_word, split_words
+
+_NUMBER_WORDS = {
+    w: str(i)
+    for i, w in enumerate(
+        [
+            *("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
+            *("eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen"),
+            *("eighteen", "nineteen", "twenty"),
+        ]
+    )
+}
+# Longest first, so "-ies" is tried before "-es" and "-s".
+_SUFFIXES = ("ies", "ing", "est", "es", "ed", "er", "ly", "s")
+_MIN_STEM = 4
+
+
+def _base(word: str) -> str:
+    norm = normalize_word(word)
+    return norm[:-2] if norm.endswith("'s") and len(norm) > 2 else norm
+
+
+def _number(norm: str) -> str | None:
+    """The canonical digits of a number word, or None."""
+    if norm in _NUMBER_WORDS:
+        return _NUMBER_WORDS[norm]
+    plain = norm.replace(",", "")
+    if not plain or not all(c.isdigit() or c == "." for c in plain) or plain.count(".") > 1:
+        return None
+    if not any(c.isdigit() for c in plain):
+        return None
+    if "." in plain:
+        plain = plain.rstrip("0").rstrip(".")
+    return plain.lstrip("0") or "0"
+
+
+def _stem(norm: str) -> str | None:
+    """``norm`` without one inflection, or None when no stem of four characters or more is left."""
+    for suffix in _SUFFIXES:
+        if norm.endswith(suffix) and len(norm) - len(suffix) >= _MIN_STEM:
+            stem = norm[: -len(suffix)]
+            return stem + "y" if suffix == "ies" else stem
+    return norm if len(norm) >= _MIN_STEM else None
+
+
+def _keys(word: str) -> set[str]:
+    """Every key under which ``word`` can be matched."""
+    norm = _base(word)
+    keys = {"w:" + norm}
+    number = _number(norm)
+    if number is not None:
+        keys.add("n:" + number)
+    stem = _stem(norm)
+    if stem is not None:
+        keys.add("s:" + stem)
+    return keys
+
+
+class ContextVocabulary:
+    """The match keys of a context's words, built once and asked about many answer words.
+
+    >>> vocab = ContextVocabulary(["David Baker designed 1,000 proteins in two studies."])
+    >>> [vocab.states(w) for w in ("Baker's", "designs", "1000", "2", "study", "Pauling")]
+    [True, True, True, True, True, False]
+    """
+
+    def __init__(self, contexts: Iterable[str]) -> None:
+        self._keys: set[str] = set()
+        for context in contexts:
+            for w in split_words(context):
+                self._keys |= _keys(w.text)
+                for part in _parts(w.text):
+                    self._keys |= _keys(part)
+
+    def states(self, word: str) -> bool:
+        """Whether the context states ``word`` (exact, lemma or number match, or every hyphen part)."""
+        if self._keys & _keys(word):
+            return True
+        parts = _parts(word)
+        return len(parts) > 1 and all(self._keys & _keys(p) for p in parts)
+
+
+def _parts(word: str) -> list[str]:
+    return [p for p in word.replace("\u2010", "-").replace("\u2011", "-").split("-") if p]
+
+
+def stated_in_context(words: Sequence[str], contexts: Iterable[str]) -> list[bool]:
+    """For each of ``words``, whether the context states it (see the module docstring).
+
+    >>> stated_in_context(["Seattle", "Pasadena", "designs"], ["Baker designed proteins in Seattle."])
+    [True, False, True]
+    """
+    vocab = ContextVocabulary(contexts)
+    return [vocab.states(w) for w in words]
+
+
+def unsupported_share(words: Sequence[str], contexts: Iterable[str]) -> float:
+    """The lexical-support baseline: the share of ``words`` the context does not state (0 when empty).
+
+    >>> round(unsupported_share(["Linus", "Pauling", "Seattle"], ["Baker works in Seattle."]), 4)
+    0.6667
+    """
+    if not words:
+        return 0.0
+    flags = stated_in_context(words, contexts)
+    return sum(not f for f in flags) / len(flags)
