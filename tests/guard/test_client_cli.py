@@ -67,12 +67,15 @@ def test_cli_flags_build_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_GUARD_KEYS", "k-0123456789abcdefgh")
     args = build_parser().parse_args(
         ["guard", "--model", "fake", "--api-key-env", "MY_GUARD_KEYS", "--min-consens", "0.3",
-         "--min-consens-bounds", "0.1", "0.9", "--max-rows", "4", "--max-wait-ms", "5", "--queue-rows", "8"]
+         "--min-consens-bounds", "0.1", "0.9", "--max-rows", "4", "--max-wait-ms", "5", "--queue-rows", "8",
+         "--body-timeout", "2.5", "--docs"]
     )  # fmt: skip
     config = build_config(args)
     assert config.model == "fake" and config.limits.max_rows == 4 and config.max_queue_rows == 8
     assert config.policy.min_consens == 0.3 and config.policy.allowed == (0.1, 0.9)
     assert config.max_wait_ms == 5 and len(config.api_keys.ids) == 1
+    assert config.body_timeout_s == 2.5 and config.docs is True
+    assert build_config(build_parser().parse_args(["guard", "--model", "fake"])).docs is False
 
 
 def test_import_ragsense_does_not_import_fastapi_and_a_missing_extra_names_the_install() -> None:

@@ -18,6 +18,7 @@ MODULES = [
     "ragsense.guard._metrics",
     "ragsense.guard._schema",
     "ragsense.guard._server",
+    "ragsense._access",
 ]
 
 

@@ -44,6 +44,11 @@ def add_parser(sub: Any) -> None:
     net.add_argument("--insecure", action="store_true", help="allow a non-loopback address without API keys")
     net.add_argument("--per-key-concurrency", type=int, default=32, help="requests in flight per key")
     net.add_argument("--per-key-rate", type=float, default=None, help="requests a second per key")
+    net.add_argument(
+        "--docs",
+        action="store_true",
+        help="serve /docs, /redoc and /openapi.json (their pages load scripts from public CDNs)",
+    )
     net.add_argument("--log-content", action="store_true", help="also log questions, contexts, answers")
     net.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     policy = parser.add_argument_group("policy")
@@ -62,6 +67,9 @@ def add_parser(sub: Any) -> None:
     batching.add_argument("--max-wait-ms", type=float, default=10.0, help="longest wait for a batch to fill")
     batching.add_argument("--queue-rows", type=int, default=64, help="rows that may wait (then 429)")
     batching.add_argument("--timeout", type=float, default=30.0, help="seconds per request (then 504)")
+    batching.add_argument(
+        "--body-timeout", type=float, default=10.0, help="seconds to receive a request's body (then 408)"
+    )
     for flag, _, text in _LIMIT_FLAGS:
         batching.add_argument(flag, type=int, default=None, help=f"limit: {text}")
     parser.set_defaults(run=run)
@@ -93,10 +101,12 @@ def build_config(args: argparse.Namespace) -> Any:
         max_wait_ms=args.max_wait_ms,
         max_queue_rows=args.queue_rows,
         timeout_s=args.timeout,
+        body_timeout_s=args.body_timeout,
         api_keys=keys,
         concurrency_per_key=args.per_key_concurrency,
         rate_per_key=args.per_key_rate,
         log_content=args.log_content,
+        docs=args.docs,
     )
 
 

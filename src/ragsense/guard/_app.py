@@ -1,11 +1,18 @@
-"""The FastAPI application: ``POST /v1/check``, ``GET /health``, ``/ready``, ``/metrics``, ``/docs``.
+"""The FastAPI application: ``POST /v1/check``, ``GET /health``, ``/ready``, ``/metrics``, ``/docs`` (opt-in).
 
-A ``/v1/check`` request goes: API key (401) -> per-key slot (429) -> body read under its size limit
-(413) -> strict UTF-8 JSON without NaN/Infinity (400) -> the pydantic request model (422) -> counts and
-characters per field (422) -> the micro-batcher's bounded queue (429 when full) -> the model worker
-(tokens per field, 422; then ConSens on the evaluation runner) -> the policy -> 200. Every refusal is
-JSON naming its field; no path answers 500 for bad input. The body is read by hand rather than by
-FastAPI's parameter binding so that each of those steps answers with its own status.
+A ``/v1/check`` request goes: Host/Origin (403, every endpoint) -> API key (401) -> media type
+``application/json`` (415) -> body read under its size limit (413) and its time limit (408) -> in a
+thread: strict UTF-8 JSON without NaN/Infinity or oversized objects (400), the pydantic request model
+with its list caps (422), counts and characters per field (422) -> per-key slot (429) -> the
+micro-batcher's bounded queue (429 when full) -> the model worker (tokens per field, 422; then ConSens
+on the evaluation runner) -> the policy -> 200. Every refusal is JSON naming its field; no path
+answers 500 for bad input. The body is read by hand rather than by FastAPI's parameter binding so that
+each of those steps answers with its own status.
+
+Why this order: the per-key slot is taken only once the whole body is in, so a client that uploads
+slowly holds a connection (for at most the body timeout) but never a slot that other callers of its
+key need; and parsing and validation run off the event loop, so a body built to be expensive to refuse
+does not stall ``/health`` or other clients.
 """
 
 from __future__ import annotations
@@ -21,10 +28,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
 from pydantic import ValidationError
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ragsense._access import allowed_hosts, host_refusal, presented_key
 from ragsense.errors import ParameterError
 from ragsense.guard._auth import ANONYMOUS, KeyLimiter
 from ragsense.guard._batcher import MicroBatcher, NotAccepting, QueueFull
@@ -39,9 +50,17 @@ from ragsense.guard._limits import (
 )
 from ragsense.guard._memory import release_free_memory, resident_bytes
 from ragsense.guard._metrics import GuardMetrics
-from ragsense.guard._schema import CheckRequest, CheckResponse, CheckRow
+from ragsense.guard._schema import CheckResponse, CheckRow, request_model
 
 logger = logging.getLogger("ragsense.guard")
+
+# A refusal lists at most this many validation errors, each message cut to this many characters: the
+# reply to a bad request stays small whatever the request holds.
+_MAX_DETAILS = 10
+_MAX_MESSAGE_CHARS = 200
+# Not an HTTP status a client sees: nginx's code for "the client closed the connection", so that
+# disconnects are counted apart from the server's own failures (500) in /metrics and the log.
+CLIENT_CLOSED = 499
 
 _WARMUP = CheckRow(
     question="Who wrote it?", contexts=["Ada Lovelace wrote it."], answer="Ada Lovelace wrote it."
@@ -72,12 +91,39 @@ def _field_path(loc: Sequence[int | str]) -> str | None:
 
 
 def _validation_error(exc: ValidationError) -> GuardRequestError:
-    details = [{"field": _field_path(e["loc"]), "message": e["msg"], "type": e["type"]} for e in exc.errors()]
+    """A 422 naming the first error, listing at most :data:`_MAX_DETAILS` (each message shortened)."""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)[:_MAX_DETAILS]
+    details = [
+        {"field": _field_path(e["loc"]), "message": e["msg"][:_MAX_MESSAGE_CHARS], "type": e["type"]}
+        for e in errors
+    ]
     first = details[0]
     where = f"{first['field']}: " if first["field"] else ""
-    return GuardRequestError(
-        422, "invalid_request", where + str(first["message"]), field=first["field"], details=details
-    )
+    more = exc.error_count() - len(details)
+    message = where + str(first["message"]) + (f" (and {more} more errors)" if more > 0 else "")
+    return GuardRequestError(422, "invalid_request", message, field=first["field"], details=details)
+
+
+def _is_json_media_type(content_type: str | None) -> bool:
+    """Whether a Content-Type is ``application/json`` (parameters allowed; a charset only UTF-8).
+
+    Exactly that type, because a browser sends a cross-site ``no-cors`` POST only with a "simple"
+    type (``text/plain``, forms) or none: ``text/plain; charset=json`` must not pass as JSON.
+
+    >>> [_is_json_media_type(t) for t in ("application/json; charset=UTF-8", "text/plain; charset=json",
+    ...                                    None, "application/json; charset=latin-1")]
+    [True, False, False, False]
+    """
+    if content_type is None:
+        return False
+    media, _, params = content_type.partition(";")
+    if media.strip().lower() != "application/json":
+        return False
+    for param in params.split(";"):
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset" and value.strip().strip('"').lower() not in ("utf-8", "utf8"):
+            return False
+    return True
 
 
 class GuardService:
@@ -110,6 +156,8 @@ class GuardService:
         )
         self.draining = False
         self.model_name: str | None = None
+        # The request model with this server's list caps in its schema (see request_model).
+        self.request_model = request_model(config.limits.max_rows, config.limits.max_documents)
 
     # -- the model worker's side ---------------------------------------------------------------
     async def _setup(self) -> None:
@@ -157,10 +205,7 @@ class GuardService:
         keys = self.config.api_keys
         if not keys:
             return ANONYMOUS
-        presented = request.headers.get("x-api-key")
-        auth = request.headers.get("authorization")
-        if presented is None and auth is not None and auth[:7].lower() == "bearer ":
-            presented = auth[7:].strip()
+        presented = presented_key(request.headers.get)
         challenge = {"WWW-Authenticate": 'Bearer realm="ragsense-guard"'}
         if presented is None:
             self.metrics.reject("auth")
@@ -180,6 +225,7 @@ class GuardService:
         return key_id
 
     async def read_body(self, request: Request) -> bytes:
+        """The body, within its size (413) and its time limit (408: a trickled upload is cut off)."""
         limit = self.config.limits.max_body_bytes
         declared = request.headers.get("content-length")
         too_big = GuardRequestError(413, "body_too_large", f"the body is over {limit} bytes", field="body")
@@ -187,23 +233,38 @@ class GuardService:
             raise too_big  # refused before a byte of it is read
         chunks: list[bytes] = []
         total = 0
-        async for chunk in request.stream():
-            total += len(chunk)
-            if total > limit:
-                raise too_big
-            chunks.append(chunk)
+        try:
+            async with asyncio.timeout(self.config.body_timeout_s):
+                async for chunk in request.stream():
+                    total += len(chunk)
+                    if total > limit:
+                        raise too_big
+                    chunks.append(chunk)
+        except TimeoutError:
+            self.metrics.reject("body_timeout")
+            raise GuardRequestError(
+                408,
+                "body_timeout",
+                f"the body was not received within {self.config.body_timeout_s:g} s",
+                field="body",
+                headers={"Connection": "close"},  # the rest of the body is not read: drop the connection
+            ) from None
         return b"".join(chunks)
 
-    def payload(self, request: Request, obj: Any) -> tuple[str, _Payload]:
-        """The request id and the worker's payload, or a 422 naming the field."""
+    def parse(self, raw: bytes, header_id: str | None) -> tuple[str, _Payload]:
+        """The request id and the worker's payload from a body, or a 400/422 naming the field.
+
+        Runs in a thread (see the module docstring): it touches nothing shared but read-only settings.
+        """
+        obj = parse_json_body(raw)
         if not isinstance(obj, dict):
             raise GuardRequestError(422, "invalid_request", "the body must be a JSON object", field="body")
         try:
-            parsed = CheckRequest.model_validate(obj)
+            parsed = self.request_model.model_validate(obj)
         except ValidationError as exc:
             raise _validation_error(exc) from None
         rows = check_request_limits(parsed, self.config.limits)
-        request_id = parsed.id or request.headers.get("x-request-id") or uuid.uuid4().hex
+        request_id = parsed.id or header_id or uuid.uuid4().hex
         if len(request_id) > self.config.limits.max_id_chars or not request_id.isprintable():
             field = "id" if parsed.id else "X-Request-ID"
             raise GuardRequestError(
@@ -223,32 +284,39 @@ class GuardService:
         options = Options(attribution=parsed.attribution, adherence=parsed.adherence)
         return request_id, _Payload(rows, options, threshold, parsed.weakest, parsed.rows is not None)
 
+    def _take_slot(self, key_id: str) -> None:
+        """Take one of the key's slots, or 429: only once the body is in, so an upload holds none."""
+        wait = self.limiter.acquire(key_id)
+        if wait is not None:
+            self.metrics.reject("key_limit")
+            raise GuardRequestError(
+                429,
+                "too_many_requests",
+                f"too many requests for key {key_id}",
+                headers={"Retry-After": str(wait)},
+            )
+
     async def check(self, request: Request) -> Response:
         started = time.perf_counter()
         request_id, status, rows = "-", 500, 0
         key_id: str | None = None
+        holding = False  # whether a slot of key_id must be given back
         try:
             key_id = self.authenticate(request)
-            wait = self.limiter.acquire(key_id)
-            if wait is not None:
-                key_id_refused, key_id = key_id, None  # nothing to release
-                self.metrics.reject("key_limit")
-                raise GuardRequestError(
-                    429,
-                    "too_many_requests",
-                    f"too many requests for key {key_id_refused}",
-                    headers={"Retry-After": str(wait)},
-                )
-            ctype = request.headers.get("content-type")
-            if ctype is not None and "json" not in ctype.lower():
+            if not _is_json_media_type(request.headers.get("content-type")):
                 raise GuardRequestError(
                     415, "unsupported_media_type", "send the body as application/json", field="body"
                 )
-            obj = parse_json_body(await self.read_body(request))
-            request_id, payload = self.payload(request, obj)
+            raw = await self.read_body(request)
+            request_id, payload = await asyncio.to_thread(
+                self.parse, raw, request.headers.get("x-request-id")
+            )
             rows = len(payload.rows)
+            self._take_slot(key_id)
+            holding = True
             response = await self._submit(request_id, payload)
-            status = 200
+            # The batch was scored whole; a client gone meanwhile gets nothing, and is counted apart.
+            status = CLIENT_CLOSED if await request.is_disconnected() else 200
             return response
         except GuardRequestError as exc:
             status = exc.status
@@ -256,11 +324,17 @@ class GuardService:
                 self.metrics.reject("invalid")
             headers = {**exc.headers, "X-Request-ID": request_id} if request_id != "-" else exc.headers
             return _json(exc.body(), status, headers)
+        except ClientDisconnect:  # gone while sending its body: no one to answer
+            status = CLIENT_CLOSED
+            return Response(status_code=CLIENT_CLOSED)
+        except asyncio.CancelledError:  # the server cancelled the request (its connection was lost)
+            status = CLIENT_CLOSED
+            raise
         except Exception as exc:  # a bug, never input: answer in JSON and keep serving
             logger.error("guard: request %s failed: %s", request_id, type(exc).__name__)
             return _json(GuardRequestError(500, "internal_error", "internal error").body(), 500)
         finally:
-            if key_id is not None:
+            if holding and key_id is not None:
                 self.limiter.release(key_id)
             seconds = time.perf_counter() - started
             self.metrics.request("/v1/check", status, seconds)
@@ -300,8 +374,37 @@ class GuardService:
         return _json(body, 200, {"X-Request-ID": request_id})
 
 
-def create_app(config: GuardConfig) -> FastAPI:
-    """The guard's FastAPI app; its lifespan starts the model worker and drains it on shutdown."""
+class _HostCheck:
+    """Refuse (403) a request whose Host or Origin shows it does not come from this machine's clients.
+
+    A pure ASGI middleware, so it runs before routing and before any body is read, for every endpoint
+    (a rebinding page must not read ``/metrics`` or ``/ready`` either).
+    """
+
+    def __init__(self, app: ASGIApp, service: GuardService, allowed: frozenset[str] | None) -> None:
+        self.app = app
+        self.service = service
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            reason = host_refusal(headers.get("host"), headers.get("origin"), self.allowed)
+            if reason is not None:
+                self.service.metrics.reject("host")
+                field = "origin" if "Origin" in reason else "host"
+                error = GuardRequestError(403, "forbidden", reason, field=field)
+                await _json(error.body(), 403)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def create_app(config: GuardConfig, *, bind: tuple[str, int] | None = None) -> FastAPI:
+    """The guard's FastAPI app; its lifespan starts the model worker and drains it on shutdown.
+
+    ``bind``: the address and port the server listens on; on a loopback address only a Host header
+    naming it is served (the DNS-rebinding defence). Without it, only the Origin is checked.
+    """
     service = GuardService(config)
 
     @asynccontextmanager
@@ -311,8 +414,20 @@ def create_app(config: GuardConfig) -> FastAPI:
         service.draining = True
         await asyncio.to_thread(service.batcher.close)  # finishes what is queued
 
-    app = FastAPI(title="ragsense guard", summary="ConSens grounding checks", lifespan=lifespan)
+    # FastAPI's own documentation routes are off: they load scripts from public CDNs and are not
+    # behind the key. With config.docs they are added below, behind it.
+    app = FastAPI(
+        title="ragsense guard",
+        summary="ConSens grounding checks",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.state.service = service
+    app.add_middleware(
+        _HostCheck, service=service, allowed=None if bind is None else allowed_hosts(bind[0], bind[1])
+    )
     errors = {code: {"description": text} for code, text in _ERROR_CODES.items()}
     body = {
         "requestBody": {
@@ -339,19 +454,27 @@ def create_app(config: GuardConfig) -> FastAPI:
         state = "failed" if service.batcher.setup_error else ("draining" if service.draining else "loading")
         return _json({"status": state}, 503)
 
-    @app.get("/metrics")
-    async def metrics(request: Request) -> Response:
-        """Prometheus metrics (behind the API key when keys are configured)."""
+    def authorized(request: Request) -> Response | None:
+        """None when the request may go on, else the 401 to answer (keys configured, none valid)."""
         try:
             service.authenticate(request)
         except GuardRequestError as exc:
             return _json(exc.body(), exc.status, exc.headers)
+        return None
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        """Prometheus metrics (behind the API key when keys are configured)."""
+        refused = authorized(request)
+        if refused is not None:
+            return refused
         return Response(service.metrics.exposition(), media_type=GuardMetrics.content_type)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version="1", routes=app.routes, summary=app.summary)
-            request_schema = CheckRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+            model = service.request_model
+            request_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
             components = schema.setdefault("components", {}).setdefault("schemas", {})
             components.update(request_schema.pop("$defs", {}))
             components["CheckRequest"] = request_schema
@@ -359,14 +482,30 @@ def create_app(config: GuardConfig) -> FastAPI:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    if config.docs:
+
+        @app.get("/openapi.json", include_in_schema=False)
+        async def openapi_json(request: Request) -> Response:
+            return authorized(request) or _json(openapi())
+
+        @app.get("/docs", include_in_schema=False)
+        async def docs(request: Request) -> Response:
+            return authorized(request) or get_swagger_ui_html(openapi_url="/openapi.json", title=app.title)
+
+        @app.get("/redoc", include_in_schema=False)
+        async def redoc(request: Request) -> Response:
+            return authorized(request) or get_redoc_html(openapi_url="/openapi.json", title=app.title)
+
     return app
 
 
 _ERROR_CODES = {
-    400: "malformed body: not UTF-8, not JSON, NaN/Infinity, a number out of range",
+    400: "malformed body: not UTF-8, not JSON, NaN/Infinity, a number out of range, an oversized object",
     401: "API key missing or not valid",
+    403: "Host not this server's loopback address, or a cross-origin Origin",
+    408: "body not received within the body timeout",
     413: "body over the size limit",
-    415: "body not sent as JSON",
+    415: "body not sent as application/json",
     422: "a field of the wrong type, missing, empty, or over its limit (the error names it)",
     429: "queue full or per-key limit reached (see Retry-After)",
     503: "model not loaded yet, or shutting down",

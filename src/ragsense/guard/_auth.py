@@ -1,75 +1,23 @@
-"""API keys and per-key limits.
+"""API keys and per-key limits of the guard.
 
-Keys are kept only as SHA-256 digests, so a memory dump or a log line never shows one, and a
-presented key is compared with every stored digest by :func:`hmac.compare_digest` without stopping at
-the first match, so the time taken does not tell how close a guess was. Keys come from a file (one per
-line, ``#`` comments) and/or an environment variable (comma-separated).
-
-Per-key limits: at most ``concurrency`` requests in flight per key and, optionally, ``rate`` requests per
-second (a token bucket of ``burst`` requests). Without keys every caller shares one ``anonymous`` key.
+The keys themselves (hashed, compared in constant time) are :class:`ragsense._access.ApiKeys`, shared
+with ``ragsense serve``. Here: the guard's key variable and per-key limits: at most ``concurrency``
+requests in flight per key and, optionally, ``rate`` requests per second (a token bucket of ``burst``
+requests). Without keys every caller shares one ``anonymous`` key.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import math
-import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from ragsense._access import ApiKeys
 
 ANONYMOUS = "anonymous"
 DEFAULT_KEY_ENV = "RAGSENSE_GUARD_API_KEYS"
-_MIN_KEY_CHARS = 16
 
-
-def _digest(key: str) -> bytes:
-    return hashlib.sha256(key.encode("utf-8")).digest()
-
-
-class ApiKeys:
-    """The accepted keys, hashed. ``identify`` gives a key's short id (for metrics and logs) or None.
-
-    >>> keys = ApiKeys(["correct-horse-battery-staple"])
-    >>> keys.identify("correct-horse-battery-staple") == keys.ids[0], keys.identify("guess")
-    (True, None)
-    """
-
-    def __init__(self, keys: list[str]) -> None:
-        bad = [k for k in keys if len(k) < _MIN_KEY_CHARS]
-        if bad:
-            raise ValueError(f"an API key must have at least {_MIN_KEY_CHARS} characters")
-        self._digests = [_digest(k) for k in dict.fromkeys(keys)]
-        # The id is a prefix of the digest's hex: it names a key in metrics and logs without revealing it.
-        self.ids = [d.hex()[:8] for d in self._digests]
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str] | None = None, env: str | None = DEFAULT_KEY_ENV) -> ApiKeys:
-        """Keys from ``path`` (one a line, ``#`` comments, blank lines ignored) and the variable ``env``."""
-        keys: list[str] = []
-        if path is not None:
-            for line in Path(path).read_text(encoding="utf-8").splitlines():
-                line = line.split("#", 1)[0].strip()
-                if line:
-                    keys.append(line)
-        if env is not None:
-            keys.extend(k.strip() for k in os.environ.get(env, "").split(",") if k.strip())
-        return cls(keys)
-
-    def __bool__(self) -> bool:
-        return bool(self._digests)
-
-    def identify(self, presented: str | None) -> str | None:
-        """The id of the key ``presented`` is, or None. Constant time in what matches."""
-        if presented is None:
-            return None
-        candidate = _digest(presented)
-        found: str | None = None
-        for key_id, digest in zip(self.ids, self._digests, strict=True):
-            if hmac.compare_digest(candidate, digest) and found is None:
-                found = key_id  # no early exit: every key is compared
-        return found
+__all__ = ["ANONYMOUS", "DEFAULT_KEY_ENV", "ApiKeys", "KeyLimiter"]
 
 
 @dataclass

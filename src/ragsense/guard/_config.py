@@ -20,13 +20,16 @@ class GuardConfig:
     ``adherence``). ``policy``: the pass threshold and the range a request may choose. ``limits``: what
     a request may hold. Micro-batching: up to ``max_batch_rows`` rows or ``max_batch_tokens`` estimated
     tokens, waiting at most ``max_wait_ms`` for more; at most ``max_queue_rows`` rows wait (then 429).
-    ``timeout_s``: a request's limit from arrival to answer (then 504). ``api_keys``: accepted keys
+    ``timeout_s``: a request's limit from arrival to answer (then 504). ``body_timeout_s``: the longest
+    a client may take to send its body (then 408): a slow upload holds no slot while it lasts, and this
+    bounds how long it holds its connection. ``api_keys``: accepted keys
     (none: open, loopback only unless the server is started insecure). ``concurrency_per_key``,
     ``rate_per_key`` (requests a second), ``burst``: per-key limits (then 429). ``log_content``: also
     log questions, contexts and answers. ``warmup``: score one row before reporting ready.
     ``release_memory``: give freed native memory back to the system after each batch (glibc
     ``malloc_trim``; without it resident memory creeps up under varying batch shapes, see
-    docs/guard.md).
+    docs/guard.md). ``docs``: serve ``/docs``, ``/redoc`` and ``/openapi.json`` (off by default: the
+    pages load their scripts from public CDNs; behind the API key when keys are configured).
 
     >>> GuardConfig(model="fake").max_wait_ms
     10.0
@@ -43,6 +46,7 @@ class GuardConfig:
     max_wait_ms: float = 10.0
     max_queue_rows: int = 64
     timeout_s: float = 30.0
+    body_timeout_s: float = 10.0
     api_keys: ApiKeys = field(default_factory=lambda: ApiKeys([]))
     concurrency_per_key: int = 32
     rate_per_key: float | None = None
@@ -50,6 +54,7 @@ class GuardConfig:
     log_content: bool = False
     warmup: bool = True
     release_memory: bool = True
+    docs: bool = False
     pool: ModelPool | None = None
 
     def __post_init__(self) -> None:
@@ -58,5 +63,5 @@ class GuardConfig:
             raise ValueError(
                 f"max_rows ({self.limits.max_rows}) must not exceed max_queue_rows ({self.max_queue_rows})"
             )
-        if self.timeout_s <= 0:
-            raise ValueError("timeout_s must be positive")
+        if self.timeout_s <= 0 or self.body_timeout_s <= 0:
+            raise ValueError("timeout_s and body_timeout_s must be positive")

@@ -4,7 +4,9 @@ What is checked where, and why there:
 
 * the body's size (413) before it is read whole, so a huge body costs nothing;
 * its encoding and JSON (400): strict UTF-8, no ``NaN``/``Infinity``, no number that overflows to an
-  infinite float, no nesting deep enough to exhaust the parser;
+  infinite float, no nesting deep enough to exhaust the parser, no object with more members than
+  :data:`MAX_MEMBERS` (the request has a dozen fields; a million unknown ones would be a million
+  errors for pydantic to report);
 * types and shape (422) by the pydantic request model (``_schema.py``);
 * counts and characters per field (422) here, on the event loop, before anything is queued;
 * tokens per field (422) in the model worker (:func:`token_violation`), because only the worker may use
@@ -76,6 +78,10 @@ class Limits:
     max_id_chars: int = 128
 
 
+MAX_MEMBERS = 64
+"""The most members a JSON object of a request may have: far above the schema's dozen fields."""
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON (non-finite numbers are refused)")
 
@@ -85,6 +91,12 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):  # 1e400 parses to inf: refuse it like a literal Infinity
         raise ValueError(f"the number {text[:40]} is out of range")
     return value
+
+
+def _bounded_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len(pairs) > MAX_MEMBERS:
+        raise ValueError(f"an object has {len(pairs)} members; at most {MAX_MEMBERS} are allowed")
+    return dict(pairs)
 
 
 def parse_json_body(raw: bytes) -> Any:
@@ -97,6 +109,11 @@ def parse_json_body(raw: bytes) -> Any:
     ... except GuardRequestError as exc:
     ...     print(exc.status, exc.message)
     400 the body is not valid JSON: NaN is not valid JSON (non-finite numbers are refused)
+    >>> try:
+    ...     parse_json_body(json.dumps({f"k{i}": 0 for i in range(100)}).encode())
+    ... except GuardRequestError as exc:
+    ...     print(exc.status, exc.message)
+    400 the body is not valid JSON: an object has 100 members; at most 64 are allowed
     """
     try:
         text = raw.decode("utf-8")
@@ -107,7 +124,12 @@ def parse_json_body(raw: bytes) -> Any:
     if not text.strip():
         raise GuardRequestError(400, "invalid_json", "the body is empty; send a JSON object")
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        return json.loads(
+            text,
+            parse_constant=_refuse_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_bounded_object,
+        )
     except json.JSONDecodeError as exc:
         raise GuardRequestError(
             400,

@@ -7,9 +7,10 @@ the OpenAPI schema at ``/docs``.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 
 class CheckRow(BaseModel):
@@ -64,6 +65,43 @@ class CheckRequest(BaseModel):
         assert self.question is not None and self.contexts is not None and self.answer is not None
         # The one row of a single-row request is named by the request's id.
         return [CheckRow(id=self.id, question=self.question, contexts=self.contexts, answer=self.answer)]
+
+
+@lru_cache(maxsize=8)
+def request_model(max_rows: int, max_documents: int) -> type[CheckRequest]:
+    """:class:`CheckRequest` with its lists capped in the schema (``max_length``), for one server's limits.
+
+    The caps must be in the schema, not only checked after it: pydantic validates every element of a
+    list before any later check runs, and reports each bad one, so ``{"rows": [0, 0, ...]}`` in a 1 MB
+    body gave 500,000 errors (a 61 MB reply). With ``max_length`` the list is refused by its length
+    alone, before its elements are looked at.
+
+    >>> from pydantic import ValidationError
+    >>> try:
+    ...     request_model(2, 3).model_validate({"rows": [0] * 100_000})
+    ... except ValidationError as exc:
+    ...     print(exc.error_count(), exc.errors()[0]["type"])
+    1 too_long
+    """
+    contexts_doc = CheckRow.model_fields["contexts"].description
+    row = create_model(
+        "CheckRow",
+        __base__=CheckRow,
+        contexts=(list[str], Field(max_length=max_documents, description=contexts_doc)),
+    )
+    rows_type: Any = list[row]  # type: ignore[valid-type]  # a class made at run time
+    request = create_model(
+        "CheckRequest",
+        __base__=CheckRequest,
+        contexts=(list[str] | None, Field(default=None, max_length=max_documents)),
+        rows=(
+            rows_type | None,
+            Field(
+                default=None, max_length=max_rows, description=CheckRequest.model_fields["rows"].description
+            ),
+        ),
+    )
+    return request
 
 
 class WeakWord(BaseModel):

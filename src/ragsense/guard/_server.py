@@ -8,7 +8,6 @@ marks itself draining first, so ``/ready`` turns 503 at once and a load balancer
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import signal
 import socket
 import threading
@@ -20,7 +19,7 @@ from typing import Any
 
 import uvicorn
 
-from ragsense.errors import ParameterError
+from ragsense._access import check_bind as shared_check_bind
 from ragsense.guard._app import GuardService, create_app
 from ragsense.guard._config import GuardConfig
 
@@ -28,28 +27,9 @@ from ragsense.guard._config import GuardConfig
 _SHUTDOWN_MARGIN = 5.0
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback address (``localhost`` counts).
-
-    >>> is_loopback("127.0.0.1"), is_loopback("::1"), is_loopback("0.0.0.0")
-    (True, True, False)
-    """
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a name: it may resolve to anything
-
-
 def check_bind(host: str, config: GuardConfig, *, insecure: bool = False) -> None:
     """Refuse to serve without API keys on a non-loopback address unless ``insecure``."""
-    if not config.api_keys and not is_loopback(host) and not insecure:
-        raise ParameterError(
-            f"refusing to listen on {host} without API keys: give --api-key-file (or set the keys' "
-            "environment variable), bind to 127.0.0.1, or pass --insecure",
-            parameter="host",
-        )
+    shared_check_bind(host, has_keys=bool(config.api_keys), insecure=insecure)
 
 
 class _GuardServer(uvicorn.Server):
@@ -101,7 +81,7 @@ def serve(
 ) -> None:
     """Serve the guard until SIGTERM/SIGINT (blocking; the main thread handles the signals)."""
     check_bind(host, config, insecure=insecure)
-    app = create_app(config)
+    app = create_app(config, bind=(host, port))
     service: GuardService = app.state.service
     server = _GuardServer(_uvicorn_config(app, config, host=host, port=port, log_level=log_level), service)
 
@@ -145,7 +125,7 @@ def start_in_thread(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     bound_port = sock.getsockname()[1]
-    app = create_app(config)
+    app = create_app(config, bind=(host, bound_port))
     service: GuardService = app.state.service
     server = uvicorn.Server(_uvicorn_config(app, config, host=host, port=bound_port, log_level="warning"))
     thread = threading.Thread(
