@@ -8,6 +8,15 @@
 True
 """
 
+from ragsense.consens._calibrate import (
+    DEFAULT_FOLDS,
+    DEFAULT_MIN_PER_CLASS,
+    DEFAULT_TARGET_PRECISION,
+    calibrate_bands,
+    grounded_edge,
+    stratified_folds,
+    ungrounded_edge,
+)
 from ragsense.consens._math import (
     Aggregation,
     consens_from_log_ppl,
@@ -39,6 +48,9 @@ __all__ = [
     "BANDS_FORMAT",
     "DEFAULT_AGGREGATION",
     "DEFAULT_BANDS",
+    "DEFAULT_FOLDS",
+    "DEFAULT_MIN_PER_CLASS",
+    "DEFAULT_TARGET_PRECISION",
     "GROUNDED_AT",
     "NO_CONTEXT_CACHE",
     "PAPER_TEMPLATE",
@@ -53,11 +65,15 @@ __all__ = [
     "PromptTemplate",
     "WordDetail",
     "answer_context_similarity",
+    "calibrate_bands",
     "check_bands",
     "consens_from_log_ppl",
     "consens_from_word_nll",
     "default_bands",
+    "grounded_edge",
     "log_mean_perplexity",
     "resolve_bands",
+    "stratified_folds",
+    "ungrounded_edge",
     "verdict",
 ]

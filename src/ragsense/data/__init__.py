@@ -12,11 +12,13 @@ from pathlib import Path
 
 from ragsense.data._datasets import (
     DATA_DIR_ENV,
+    FaithBenchItem,
     HaluEvalItem,
     PubMedQAItem,
     SquadItem,
     WikiEvalItem,
     default_data_dir,
+    load_faithbench,
     load_halueval,
     load_pubmedqa,
     load_squad_v2,
@@ -52,6 +54,7 @@ def sample_rows_path() -> Path:
 __all__ = [
     "ALIASES",
     "DATA_DIR_ENV",
+    "FaithBenchItem",
     "HaluEvalItem",
     "JsonlWriter",
     "PubMedQAItem",
@@ -62,6 +65,7 @@ __all__ = [
     "WikiEvalItem",
     "default_data_dir",
     "dumps_json",
+    "load_faithbench",
     "load_halueval",
     "load_pubmedqa",
     "load_squad_v2",

@@ -1,4 +1,5 @@
-"""Loaders for the public datasets the experiments use: WikiEval, PubMedQA (PQA-L), HaluEval QA, SQuAD 2.0.
+"""Loaders for the public datasets the experiments use: WikiEval, PubMedQA (PQA-L), HaluEval QA, FaithBench,
+SQuAD 2.0.
 
 Each loader reads a local file (ragsense never downloads) and returns plain frozen dataclasses in file
 order. Without a path, files are looked up under :func:`default_data_dir`.
@@ -197,6 +198,76 @@ def load_halueval(path: str | os.PathLike[str] | None = None) -> list[HaluEvalIt
             if missing:
                 raise ValueError(f"{file} row {number}: field {missing[0]!r} is missing or not a string")
             items.append(HaluEvalItem(str(number), *(raw[f].strip() for f in fields)))
+    return items
+
+
+# ------------------------------------------------------------------------------------------------ FaithBench
+
+# FaithBench's annotation labels that make a summary hallucinated under the authors' "worst over
+# annotators, Questionable + Unwanted" binarisation (binarize.py beside the data); "Benign" does not.
+_FAITHBENCH_HALLUCINATED = frozenset({"Questionable", "Unwanted", "Unwanted.Intrinsic", "Unwanted.Extrinsic"})
+
+
+@dataclass(frozen=True)
+class FaithBenchItem:
+    """One FaithBench summary (Bao et al., NAACL 2025): an LLM's summary of ``source`` with its human
+    label and the predictions other detectors made on the same summary.
+
+    ``label`` is 1 for consistent and 0 for hallucinated: hallucinated when any annotator marked a
+    span Questionable or Unwanted (the authors' "worst" aggregation); a summary with no annotation, or
+    only Benign ones, is consistent. (The authors' binarize.py returns 0 for a summary with no
+    annotation while its comment says "consistent"; we follow the comment and the dataset's
+    documentation.) ``passage`` numbers the distinct sources in file order, so splits can keep a
+    source's five summaries together. ``detectors`` maps each detector in the metadata to its score
+    or binary prediction (1 = consistent).
+    """
+
+    id: str
+    passage: int
+    source: str
+    summary: str
+    label: int
+    summarizer: str
+    detectors: dict[str, float]
+
+
+def load_faithbench(path: str | os.PathLike[str] | None = None) -> list[FaithBenchItem]:
+    """Load FaithBench summaries from the folder holding ``batch_*.json`` (default:
+    ``default_data_dir()/faithbench_dev``), batches in numeric order, samples in file order.
+
+    >>> items = load_faithbench()  # doctest: +SKIP
+    >>> len(items), sum(it.label for it in items)  # doctest: +SKIP
+    (250, 91)
+    """
+    folder = Path(default_data_dir() / "faithbench_dev" if path is None else path)
+    files = sorted(folder.glob("batch_*.json"), key=lambda f: int(f.stem.split("_")[1]))
+    if not files:
+        raise FileNotFoundError(
+            f"no FaithBench batch_*.json in {str(folder)!r}; pass the folder or set {DATA_DIR_ENV}"
+        )
+    items: list[FaithBenchItem] = []
+    passages: dict[str, int] = {}
+    for file in files:
+        for sample in json.loads(file.read_text(encoding="utf-8"))["samples"]:
+            source, summary = sample["source"].strip(), sample["summary"].strip()
+            labels = {label for a in sample.get("annotations") or [] for label in a.get("label") or []}
+            meta = sample.get("metadata") or {}
+            detectors = {
+                k: float(v)
+                for k, v in meta.items()
+                if isinstance(v, int | float) and not isinstance(v, bool) and k != "raw_sample_id"
+            }
+            items.append(
+                FaithBenchItem(
+                    id=f"{file.stem}-{sample['sample_id']}",
+                    passage=passages.setdefault(source, len(passages)),
+                    source=source,
+                    summary=summary,
+                    label=0 if labels & _FAITHBENCH_HALLUCINATED else 1,
+                    summarizer=str(meta.get("summarizer", "")),
+                    detectors=detectors,
+                )
+            )
     return items
 
 
