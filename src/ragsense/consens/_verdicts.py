@@ -96,13 +96,16 @@ class Bands:
         if missing:
             raise ParameterError(f"{where}: missing field(s) {', '.join(missing)}", parameter="bands")
         fit = data.get("fit", {})
-        return cls(
-            score=data["score"],
-            grounded_at=data["grounded_at"],
-            ungrounded_below=data["ungrounded_below"],
-            origin=str(data.get("origin", "file")),
-            fit=dict(fit) if isinstance(fit, Mapping) else {},
-        )
+        try:
+            return cls(
+                score=data["score"],
+                grounded_at=data["grounded_at"],
+                ungrounded_below=data["ungrounded_below"],
+                origin=str(data.get("origin", "file")),
+                fit=dict(fit) if isinstance(fit, Mapping) else {},
+            )
+        except ParameterError as exc:
+            raise ParameterError(f"{where}: {exc}", parameter="bands") from None
 
     def save(self, path: str | Path) -> None:
         """Write the bands as JSON (the file ``--bands`` reads)."""
