@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -18,10 +17,13 @@ pytest.importorskip("httpx")
 
 import httpx
 
+from ragsense._access import ApiKeys
+from ragsense.cli._main import main
+from ragsense.errors import ParameterError
 from ragsense.models import Generation, GenerationConfig, ModelInfo, ScoreRequest, load_model
 from ragsense.models._fake import FakeModel
 from ragsense.models._transformers import TransformersModel
-from ragsense.serve import start_in_thread
+from ragsense.serve import serve, start_in_thread
 
 
 class _Broken(FakeModel):
@@ -99,8 +101,8 @@ def test_tokenize_endpoint(fake_server: str) -> None:
         ("/completions", {"prompt": [1, 2, 3]}, 400, "token ids are not supported"),
         ("/completions", {"prompt": "a", "max_tokens": "3"}, 400, "'max_tokens' must be int"),
         ("/completions", {"prompt": "a", "echo": "yes"}, 400, "'echo' must be bool"),
-        ("/completions", {"prompt": "a", "max_tokens": -1}, 400, ">= 0"),
-        ("/completions", {"prompt": "a", "logprobs": 99, "echo": True}, 400, "between 0 and 20"),
+        ("/completions", {"prompt": "a", "max_tokens": -1}, 422, "'max_tokens' must be a finite number"),
+        ("/completions", {"prompt": "a", "logprobs": 99, "echo": True}, 422, "between 0 and 20"),
         ("/completions", {"prompt": "a", "logprobs": 1}, 400, "use echo=true"),
         ("/completions", {"prompt": "a", "n": 2}, 400, "only n=1"),
         ("/completions", {"prompt": "a", "model": "other"}, 404, "does not exist"),
@@ -143,34 +145,133 @@ def test_model_failures_are_500_and_missing_capabilities_400() -> None:
         server.close()
 
 
-def test_run_server_logs_and_stops_on_ctrl_c() -> None:
+def _ignore_sigint() -> None:
+    # What a shell does to a background job without job control; the child inherits it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(
+    ("sig", "started_ignoring_sigint"),
+    [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, False)],
+    ids=["sigint", "sigint-ignored-at-start", "sigterm"],
+)
+def test_run_server_logs_and_stops_on_ctrl_c(sig: signal.Signals, started_ignoring_sigint: bool) -> None:
+    """``ragsense serve --model fake`` starts, logs, and stops on SIGINT or SIGTERM with exit 0.
+
+    Found: the server stopped only through Python's KeyboardInterrupt, which a process started with
+    SIGINT ignored (a background job of a shell without job control) never gets: it did not exit.
+    """
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    code = f"from ragsense.serve import run_server; run_server('fake', '127.0.0.1', {port})"
+    command = [sys.executable, "-m", "ragsense", "serve", "--model", "fake", "--port", str(port)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True, env=env)
+    preexec = _ignore_sigint if started_ignoring_sigint else None
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=preexec)
     try:
         assert proc.stderr is not None
         lines = [proc.stderr.readline() for _ in range(1)]
         while "serving 'fake'" not in lines[-1]:  # skip any warnings printed at import
             assert lines[-1] and len(lines) < 50, lines
             lines.append(proc.stderr.readline())
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                assert httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).status_code == 200
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).status_code == 200
+        proc.send_signal(sig)
         assert proc.wait(timeout=20) == 0
         rest = proc.stderr.read()
         assert '"GET /v1/models" 200' in rest and "stopping" in rest
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+# -- hostile requests and access (issue 25) ---------------------------------------------------------
+def test_deeply_nested_json_is_400_without_the_exception_text(fake_server: str) -> None:
+    """Found: 500 with the RecursionError's text."""
+    r = httpx.post(fake_server + "/completions", content=b"[" * 100_000 + b"]" * 100_000, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["message"] == "the request body is nested too deeply"
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        (b'{"prompt": "a", "temperature": NaN}', "temperature"),
+        (b'{"prompt": "a", "temperature": 1e999}', "temperature"),
+        (b'{"prompt": "a", "temperature": -Infinity}', "temperature"),
+        (b'{"prompt": "a", "temperature": 3}', "temperature"),
+        (b'{"prompt": "a", "max_tokens": 100000000000}', "max_tokens"),
+        (b'{"prompt": "a", "seed": -1}', "seed"),
+    ],
+)
+def test_non_finite_and_out_of_range_numbers_are_422_naming_the_field(
+    fake_server: str, body: bytes, param: str
+) -> None:
+    """Found: a temperature of NaN or 1e999 was accepted."""
+    for path in ("/completions", "/chat/completions"):
+        if path == "/chat/completions":
+            body = body.replace(b'"prompt": "a"', b'"messages": [{"role": "user", "content": "a"}]')
+        r = httpx.post(fake_server + path, content=body, timeout=30)
+        assert r.status_code == 422, (path, r.text)
+        error = r.json()["error"]
+        assert error["param"] == param and f"'{param}'" in error["message"]
+
+
+def test_control_characters_in_a_path_are_escaped_in_the_log(capfd: pytest.CaptureFixture[str]) -> None:
+    """Found: a request path with escape sequences reached the log (the terminal) raw."""
+    server, url = start_in_thread(FakeModel())
+    try:
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(
+                b"GET /v1/models\x1b[2J\x1b]0;pwned\x07 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % port
+            )
+            assert sock.recv(100).startswith(b"HTTP/1.1 404")
+    finally:
+        server.close()
+    err = capfd.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err
+    assert "/v1/models\\x1b[2J\\x1b]0;pwned\\x07" in err
+
+
+KEY = "serve-test-key-0123456789"
+
+
+def test_api_keys_guard_every_endpoint_but_health() -> None:
+    """Found: ``ragsense serve`` had no authentication at all."""
+    server, url = start_in_thread(FakeModel(), log_requests=False, api_keys=ApiKeys([KEY]))
+    try:
+        root = url.removesuffix("/v1")
+        assert httpx.get(root + "/health").status_code == 200
+        for headers in ({}, {"Authorization": "Bearer " + KEY[:-1] + "X"}):
+            r = httpx.get(url + "/models", headers=headers)
+            assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+            r = httpx.post(url + "/completions", json={"prompt": "a"}, headers=headers)
+            assert r.status_code == 401
+        for headers in ({"Authorization": "Bearer " + KEY}, {"X-API-Key": KEY}):
+            assert httpx.get(url + "/models", headers=headers).status_code == 200
+        remote = load_model("openai:fake", base_url=url, api_key=KEY, max_retries=0)
+        try:  # ragsense's own client sends the key as a bearer token
+            [scored] = asyncio.run(remote.score([ScoreRequest("Paris", " is big")]))
+            assert len(scored.logprobs) == 2
+        finally:
+            asyncio.run(remote.aclose())
+    finally:
+        server.close()
+
+
+def test_a_foreign_host_or_origin_is_refused(fake_server: str) -> None:
+    port = fake_server.rsplit(":", 1)[1].split("/")[0]
+    for headers in ({"Host": f"rebound.example:{port}"}, {"Origin": "http://evil.example"}):
+        r = httpx.post(fake_server + "/completions", json={"prompt": "a"}, headers=headers)
+        assert r.status_code == 403, headers
+    assert httpx.get(fake_server + "/models", headers={"Host": f"localhost:{port}"}).status_code == 200
+
+
+def test_a_public_bind_without_keys_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """Found: ``ragsense serve --host 0.0.0.0`` served anyone, without keys."""
+    with pytest.raises(ParameterError, match="without API keys"):
+        serve(FakeModel(), "0.0.0.0", 0)
+    assert main(["serve", "--model", "fake", "--host", "0.0.0.0", "--api-key-env", "NO_SUCH_VAR_X"]) == 2
+    assert "without API keys" in capsys.readouterr().err
 
 
 # -- the transformers path -------------------------------------------------------------------------

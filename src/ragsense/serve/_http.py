@@ -1,18 +1,39 @@
-"""The HTTP transport of ``ragsense serve``: a stdlib threading server around :class:`ModelService`."""
+"""The HTTP transport of ``ragsense serve``: a stdlib threading server around :class:`ModelService`.
+
+Who may call it is decided here, before a body is read, by the rules ``ragsense guard`` uses too
+(:mod:`ragsense._access`): on a loopback bind the ``Host`` must name it and a cross-site ``Origin`` is
+refused (403); with API keys every endpoint but ``/health`` needs one (401); without keys a
+non-loopback bind is refused unless ``insecure``.
+"""
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
 from typing import Any
 
+from ragsense._access import ApiKeys, allowed_hosts, check_bind, host_refusal, presented_key
 from ragsense.models import LanguageModel, load_model
 from ragsense.serve._service import ModelService, error_body
 
 _MAX_BODY = 32 * 1024 * 1024
+# Control characters (C0, DEL, C1) shown escaped in the log: a request path is the client's text, and
+# raw escape sequences in it would reach the operator's terminal (or forge log lines with a newline).
+_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def printable(text: str) -> str:
+    r"""``text`` with its control characters escaped, for a log line.
+
+    >>> printable("/v1/models\x1b[31m\nforged")
+    '/v1/models\\x1b[31m\\x0aforged'
+    """
+    return text.translate(_ESCAPES)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -25,20 +46,39 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._serve("POST")
 
+    def _refusal(self) -> tuple[int, dict[str, Any], dict[str, str]] | None:
+        """403 (Host/Origin) or 401 (API key) before the body is read, or None to go on."""
+        reason = host_refusal(self.headers.get("Host"), self.headers.get("Origin"), self.server.allowed_hosts)
+        if reason is not None:
+            return 403, error_body(reason, "permission_error", 403), {}
+        keys = self.server.api_keys
+        if keys and self.path.split("?", 1)[0].rstrip("/") != "/health":  # probes need no key
+            presented = presented_key(lambda name: self.headers.get(name))
+            if keys.identify(presented) is None:
+                message = "the API key is not valid" if presented else "an API key is required"
+                challenge = {"WWW-Authenticate": 'Bearer realm="ragsense-serve"'}
+                return 401, error_body(message, "authentication_error", 401), challenge
+        return None
+
     def _serve(self, method: str) -> None:
         started = time.perf_counter()
+        headers: dict[str, str] = {}
         try:
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
             length = -1
-        if self.headers.get("Transfer-Encoding"):  # chunked bodies are not read: send Content-Length
+        refused = self._refusal()
+        if refused is not None:
+            self.close_connection = True  # the body is not read: the connection cannot be reused
+            status, payload, headers = refused
+        elif self.headers.get("Transfer-Encoding"):  # chunked bodies are not read: send Content-Length
             self.close_connection = True
             status, payload = (
                 411,
                 error_body("send the body with a Content-Length", "invalid_request_error", 411),
             )
         elif length < 0 or length > _MAX_BODY:
-            self.close_connection = True  # the body is not read: the connection cannot be reused
+            self.close_connection = True
             status, payload = (
                 413,
                 error_body(f"the body must be 0-{_MAX_BODY} bytes", "invalid_request_error", 413),
@@ -53,8 +93,13 @@ class _Handler(BaseHTTPRequestHandler):
             data = json.dumps(payload).encode("utf-8")
         if self.server.log_requests:  # logged before the reply: a client that got it finds the line
             ms = (time.perf_counter() - started) * 1000
-            print(f'{self.client_address[0]} "{method} {self.path}" {status} {ms:.0f} ms', file=sys.stderr)
+            print(
+                f'{self.client_address[0]} "{method} {printable(self.path)}" {status} {ms:.0f} ms',
+                file=sys.stderr,
+            )
         self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -64,25 +109,40 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # _serve logs one line per request itself
 
     def log_message(self, format: str, *args: Any) -> None:
-        if self.server.log_requests:
-            print(f"{self.client_address[0]} {format % args}", file=sys.stderr)
+        if self.server.log_requests:  # e.g. a malformed request line, quoted as the client sent it
+            print(f"{self.client_address[0]} {printable(format % args)}", file=sys.stderr)
 
 
 class RagsenseHTTPServer(ThreadingHTTPServer):
-    """The HTTP server; ``serve_forever()`` runs it, ``close()`` stops it and releases the model."""
+    """The HTTP server; ``serve_forever()`` runs it, ``close()`` stops it and releases the model.
+
+    ``api_keys``: keys every endpoint but ``/health`` needs (none: open). On a loopback address only
+    requests whose Host names it are served (see :mod:`ragsense._access`).
+    """
 
     daemon_threads = True  # a client holding a keep-alive connection must not block shutdown
 
-    def __init__(self, address: tuple[str, int], service: ModelService, log_requests: bool = True) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        service: ModelService,
+        log_requests: bool = True,
+        *,
+        api_keys: ApiKeys | None = None,
+    ) -> None:
         super().__init__(address, _Handler)
         self.service = service
         self.log_requests = log_requests
+        self.api_keys = api_keys if api_keys is not None else ApiKeys([])
+        host, port = self.server_address[:2]
+        self.allowed_hosts = allowed_hosts(str(host), int(port))
         self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        display = f"[{host!s}]" if ":" in str(host) else str(host)
+        return f"http://{display}:{port}/v1"
 
     def close(self) -> None:
         if self._thread is not None:
@@ -100,12 +160,16 @@ def serve(
     *,
     model_name: str | None = None,
     log_requests: bool = True,
+    api_keys: ApiKeys | None = None,
+    insecure: bool = False,
 ) -> RagsenseHTTPServer:
     """Bind a server for ``model`` (``port=0``: any free port); call ``serve_forever()`` to run it.
 
-    ``model_name`` is the id clients send (default: ``model.info.name``).
+    ``model_name`` is the id clients send (default: ``model.info.name``). Without ``api_keys`` a
+    non-loopback ``host`` is refused unless ``insecure``.
     """
-    return RagsenseHTTPServer((host, port), ModelService(model, model_name), log_requests)
+    check_bind(host, has_keys=bool(api_keys), insecure=insecure)
+    return RagsenseHTTPServer((host, port), ModelService(model, model_name), log_requests, api_keys=api_keys)
 
 
 def start_in_thread(
@@ -115,23 +179,55 @@ def start_in_thread(
     *,
     model_name: str | None = None,
     log_requests: bool = True,
+    api_keys: ApiKeys | None = None,
 ) -> tuple[RagsenseHTTPServer, str]:
     """Serve ``model`` from a daemon thread; returns the server and its base URL (ends in ``/v1``)."""
-    server = serve(model, host, port, model_name=model_name, log_requests=log_requests)
+    server = serve(model, host, port, model_name=model_name, log_requests=log_requests, api_keys=api_keys)
     server._thread = threading.Thread(target=server.serve_forever, name="ragsense-serve", daemon=True)
     server._thread.start()
     return server, server.base_url
 
 
-def run_server(model_name: str, host: str = "127.0.0.1", port: int = 8000, **model_options: Any) -> None:
-    """Load ``model_name`` and serve it until Ctrl-C (blocking); one log line per request on stderr."""
+def run_server(
+    model_name: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    api_keys: ApiKeys | None = None,
+    insecure: bool = False,
+    **model_options: Any,
+) -> None:
+    """Load ``model_name`` and serve it until SIGINT or SIGTERM (blocking; call it from the main thread).
+
+    One log line per request on stderr. The server loop runs in a thread and the main thread only
+    waits for a signal: the handlers set a flag, and the main thread then shuts the loop down. Relying
+    on Python's default SIGINT handling instead (a ``KeyboardInterrupt`` out of ``serve_forever``)
+    failed twice over: a process started with SIGINT ignored (a shell's background job without job
+    control passes that on) never gets the exception and never stops, and SIGTERM was not handled.
+    """
+    check_bind(host, has_keys=bool(api_keys), insecure=insecure)
     model = load_model(model_name, **model_options)
-    server = RagsenseHTTPServer((host, port), ModelService(model, model_name, owns_model=True))
+    server = RagsenseHTTPServer(
+        (host, port), ModelService(model, model_name, owns_model=True), api_keys=api_keys
+    )
+    stop = threading.Event()
+
+    def request_stop(sig: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    loop = threading.Thread(target=server.serve_forever, name="ragsense-serve")
+    loop.start()
     print(f"ragsense: serving {model_name!r} at {server.base_url} (Ctrl-C to stop)", file=sys.stderr)
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
+        while not stop.wait(0.5):  # a timeout, so the main thread runs signal handlers promptly
+            if not loop.is_alive():
+                break
         print("ragsense: stopping", file=sys.stderr)
     finally:
+        server.shutdown()
+        loop.join()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         server.server_close()
         server.service.close()

@@ -33,16 +33,21 @@ from ragsense.models import (
 )
 
 MAX_TOP = 20
+MAX_TEMPERATURE = 2.0  # OpenAI's range
+MAX_SEED = 2**63 - 1  # what torch's generator takes
 T = TypeVar("T")
 
 
 class RequestError(Exception):
-    """A request the server refuses; becomes an OpenAI-style error response."""
+    """A request the server refuses; becomes an OpenAI-style error response (``param``: the field)."""
 
-    def __init__(self, message: str, status: int = 400, kind: str = "invalid_request_error") -> None:
+    def __init__(
+        self, message: str, status: int = 400, kind: str = "invalid_request_error", param: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
+        self.param = param
 
 
 @dataclass
@@ -60,7 +65,30 @@ def _typed(body: dict[str, Any], key: str, kind: type | tuple[type, ...], defaul
         return default
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise RequestError(f"'{key}' must be {name}, got {type(value).__name__}")
+        raise RequestError(f"'{key}' must be {name}, got {type(value).__name__}", param=key)
+    return value
+
+
+def _bounded(
+    body: dict[str, Any], key: str, kind: type | tuple[type, ...], default: Any, low: float, high: float
+) -> Any:
+    """A number field within ``[low, high]``, else 422 naming it (NaN and infinities are out of range).
+
+    JSON as Python reads it allows ``NaN``, ``Infinity`` and ``1e999`` (an infinite float): a
+    temperature of NaN would reach the sampler.
+
+    >>> _bounded({"temperature": float("nan")}, "temperature", (int, float), 1.0, 0, 2)
+    Traceback (most recent call last):
+    ...
+    ragsense.serve._service.RequestError: 'temperature' must be a finite number between 0 and 2, got nan
+    """
+    value = _typed(body, key, kind, default)
+    if value is None:
+        return None
+    if not (math.isfinite(value) and low <= value <= high):
+        raise RequestError(
+            f"'{key}' must be a finite number between {low} and {high}, got {value}", 422, param=key
+        )
     return value
 
 
@@ -102,7 +130,7 @@ class ModelService:
                 return 200, self.tokenize(self._body(raw))
             raise RequestError(f"no route {method} {path or '/'}", 404, "not_found_error")
         except RequestError as exc:
-            return exc.status, error_body(str(exc), exc.kind, exc.status)
+            return exc.status, error_body(str(exc), exc.kind, exc.status, exc.param)
         except ValueError as exc:  # the model refused the input (too long, empty, ...)
             return 400, error_body(str(exc), "invalid_request_error", 400)
         except Exception as exc:
@@ -115,6 +143,8 @@ class ModelService:
             body = json.loads(raw.decode("utf-8")) if raw else None
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise RequestError(f"the request body is not valid JSON: {exc}") from None
+        except RecursionError:  # not a server failure: the parser's stack is bounded by design
+            raise RequestError("the request body is nested too deeply") from None
         if not isinstance(body, dict):
             raise RequestError("the request body must be a JSON object")
         return body
@@ -156,17 +186,15 @@ class ModelService:
         prompts = [prompt] if isinstance(prompt, str) else prompt
         if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) for p in prompts):
             raise RequestError("'prompt' must be a string or a list of strings (token ids are not supported)")
-        max_tokens = _typed(body, "max_tokens", int, 16)
+        max_tokens = _bounded(body, "max_tokens", int, 16, 0, self.model.info.context_window)
         echo = _typed(body, "echo", bool, False)
-        logprobs = _typed(body, "logprobs", int, None)
-        temperature = float(_typed(body, "temperature", (int, float), 1.0))
-        seed = _typed(body, "seed", int, 0)
+        logprobs = _bounded(body, "logprobs", int, None, 0, MAX_TOP)
+        temperature = float(_bounded(body, "temperature", (int, float), 1.0, 0, MAX_TEMPERATURE))
+        seed = _bounded(body, "seed", int, 0, 0, MAX_SEED)
         stop = _typed(body, "stop", (str, list), [])
         stop = [stop] if isinstance(stop, str) else stop
-        if max_tokens < 0 or temperature < 0 or not all(isinstance(s, str) for s in stop):
-            raise RequestError("'max_tokens' and 'temperature' must be >= 0; 'stop' a string or strings")
-        if logprobs is not None and not 0 <= logprobs <= MAX_TOP:
-            raise RequestError(f"'logprobs' must be between 0 and {MAX_TOP}")
+        if not all(isinstance(s, str) for s in stop):
+            raise RequestError("'stop' must be a string or strings", param="stop")
         if _typed(body, "n", int, 1) != 1 or _typed(body, "stream", bool, False):
             raise RequestError("only n=1 without streaming is supported")
         if logprobs is not None and not echo:
@@ -215,18 +243,18 @@ class ModelService:
             if role not in ("system", "user", "assistant") or not isinstance(content, str):
                 raise RequestError(f"messages[{i}] needs a role (system, user, assistant) and string content")
             messages.append(ChatMessage(role, content))
-        max_tokens = _typed(body, "max_tokens", int, 16)
-        temperature = float(_typed(body, "temperature", (int, float), 1.0))
+        max_tokens = _bounded(body, "max_tokens", int, 16, 1, self.model.info.context_window)
+        temperature = float(_bounded(body, "temperature", (int, float), 1.0, 0, MAX_TEMPERATURE))
         stop = _typed(body, "stop", (str, list), [])
         stop = [stop] if isinstance(stop, str) else stop
-        if max_tokens < 1 or temperature < 0 or not all(isinstance(s, str) for s in stop):
-            raise RequestError("'max_tokens' must be >= 1, 'temperature' >= 0, 'stop' a string or strings")
+        if not all(isinstance(s, str) for s in stop):
+            raise RequestError("'stop' must be a string or strings", param="stop")
         schema = _response_schema(body)
         config = GenerationConfig(
             max_new_tokens=max_tokens,
             temperature=temperature,
             stop=tuple(stop) if schema is None else (),
-            seed=_typed(body, "seed", int, 0),
+            seed=_bounded(body, "seed", int, 0, 0, MAX_SEED),
             json_schema=schema,
         )
         model = self.model
@@ -332,5 +360,6 @@ def _response_schema(body: dict[str, Any]) -> str | None:
     return json.dumps(schema)
 
 
-def error_body(message: str, kind: str, code: int) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "code": code}}
+def error_body(message: str, kind: str, code: int, param: str | None = None) -> dict[str, Any]:
+    """OpenAI's error shape: ``{"error": {"message", "type", "code", "param"}}``."""
+    return {"error": {"message": message, "type": kind, "code": code, "param": param}}
