@@ -1,11 +1,10 @@
-"""AUROC against scikit-learn, HDI as the shortest window, summaries, the bootstrap, mean_ci."""
+"""AUROC against scikit-learn, HDI as the shortest window, summaries, the bootstrap, mean_ci, shares."""
 
 from __future__ import annotations
 
 import doctest
 import importlib
 import math
-import sys
 from typing import Any
 
 import numpy as np
@@ -16,11 +15,14 @@ from ragsense.stats import (
     brier_score,
     delong_paired,
     expected_calibration_error,
+    format_share,
     hdi,
     mean_ci,
     paired_summary,
     reliability_bins,
     roc_auc,
+    share_ci,
+    shares_of,
     sign_test,
     summarize,
     wilcoxon_signed_rank,
@@ -228,20 +230,51 @@ def test_bootstrap_ci_errors() -> None:
 
 
 @pytest.mark.parametrize("level", [0.8, 0.95, 0.99])
-def test_mean_ci_matches_scipy(level: float) -> None:
-    scipy_stats = pytest.importorskip("scipy.stats")
+def test_mean_ci_is_the_percentile_bootstrap_of_the_mean(level: float) -> None:
     x = np.random.default_rng(1).normal(3.0, 2.0, size=25)
     mean, low, high = mean_ci(x, level)
-    ref_low, ref_high = scipy_stats.t.interval(level, x.size - 1, loc=x.mean(), scale=scipy_stats.sem(x))
+    # The same interval from the general bootstrap (independent code path, its own draws): the two
+    # agree to Monte Carlo error (about 0.1 standard error at 2,000 draws; a wrong scale or a
+    # t interval at the wrong level would miss by several tenths).
+    ref_low, ref_high = bootstrap_ci(lambda v: float(v.mean()), x, n=4000, seed=7, mass=level)
+    half = float(np.std(x, ddof=1)) / math.sqrt(x.size)
     assert mean == pytest.approx(x.mean(), abs=1e-12)
-    assert (low, high) == (pytest.approx(ref_low, abs=1e-9), pytest.approx(ref_high, abs=1e-9))
+    assert low == pytest.approx(ref_low, abs=0.3 * half) and high == pytest.approx(ref_high, abs=0.3 * half)
+    assert mean_ci(x, level) == (mean, low, high)  # seeded: the same values give the same interval
+    assert mean_ci(x, level, seed=1) != (mean, low, high)
 
 
-def test_mean_ci_falls_back_to_the_normal_quantile(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "scipy.stats", None)  # import fails as if SciPy were absent
-    mean, low, high = mean_ci([1.0, 2.0, 3.0, 4.0])
-    half = 1.959963984540054 * float(np.std([1.0, 2.0, 3.0, 4.0], ddof=1)) / 2.0
-    assert (mean, low, high) == (2.5, pytest.approx(2.5 - half), pytest.approx(2.5 + half))
+SMALL_SAMPLES = [
+    [0.5],
+    [-1.0],
+    [1.0, 1.0],
+    [-1.0, 1.0],
+    [0.2, 0.2, 0.2],
+    [-1.0, -1.0, 1.0],
+    [-1.0, 1.0, 1.0, 1.0, 1.0],
+    [0.1, 0.1, 0.1, 0.1 + 1e-12],  # nearly constant: rounding must not step outside
+]
+
+
+@pytest.mark.parametrize("values", SMALL_SAMPLES)
+def test_mean_ci_stays_inside_the_range_of_small_and_extreme_samples(values: list[float]) -> None:
+    mean, low, high = mean_ci(values)
+    assert all(math.isfinite(v) for v in (mean, low, high))
+    assert min(values) <= low <= mean <= high <= max(values)
+
+
+def test_mean_ci_stays_inside_the_score_range_on_random_small_samples() -> None:
+    # Property check: scores in [-1, 1] (ConSens) and [0, 1] (VERA), n = 1..8, often at the edges,
+    # where a t interval ran to [-1.25, +2.10] and [-5.85, +6.85].
+    rng = np.random.default_rng(2026)
+    for _ in range(300):
+        lo_edge, hi_edge = ((-1.0, 1.0), (0.0, 1.0))[int(rng.integers(2))]
+        n = int(rng.integers(1, 9))
+        values = rng.uniform(lo_edge, hi_edge, n)
+        values[rng.random(n) < 0.4] = hi_edge
+        values[rng.random(n) < 0.3] = lo_edge
+        mean, low, high = mean_ci(values)
+        assert lo_edge <= min(values) <= low <= mean <= high <= max(values) <= hi_edge
 
 
 def test_mean_ci_small_and_constant_samples_give_no_nan() -> None:
@@ -250,6 +283,7 @@ def test_mean_ci_small_and_constant_samples_give_no_nan() -> None:
     assert mean_ci([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0)
     mean, low, high = mean_ci([0.0, 1.0])
     assert all(math.isfinite(v) for v in (mean, low, high)) and low < mean < high
+    assert mean_ci([0.1] * 7) == (0.1, 0.1, 0.1)  # not one ulp off, as a float sum would be
 
 
 def test_mean_ci_errors() -> None:
@@ -261,6 +295,10 @@ def test_mean_ci_errors() -> None:
         mean_ci([1.0, 2.0], level=1.0)
     with pytest.raises(ValueError, match="finite interval"):
         mean_ci([1e308, -1e308, 1e308])
+    with pytest.raises(ValueError, match="finite interval"):
+        mean_ci([1e308, 1e308])
+    with pytest.raises(ValueError, match="resamples"):
+        mean_ci([1.0, 2.0], resamples=0)
 
 
 def test_doctests() -> None:
@@ -279,6 +317,23 @@ def test_wilson_matches_the_published_formula_values() -> None:
     assert wilson_ci(0, 12)[0] == 0.0 and wilson_ci(12, 12)[1] == 1.0
     with pytest.raises(ValueError):
         wilson_ci(5, 4)
+
+
+def test_share_ci_and_shares_of() -> None:
+    # 3 of 5 at 95%: p = 0.6, z = 1.959964; centre (0.6 + z^2/10) / (1 + z^2/5) = 0.5566,
+    # half-width 0.3257: (0.2307, 0.8824).
+    s = share_ci(3, 5)
+    assert (s["share"], s["count"], s["n"]) == (0.6, 3, 5)
+    assert (round(s["low"], 4), round(s["high"], 4)) == (0.2307, 0.8824)
+    assert format_share(s) == "60% [23%, 88%] (3 of 5)"
+    assert share_ci(0, 0) == {"share": 0.0, "low": 0.0, "high": 1.0, "n": 0, "count": 0}
+    one = share_ci(1, 1)
+    assert one["high"] == 1.0 and 0.0 < one["low"] < 0.25  # one row proves little
+    shares = shares_of(
+        ["ungrounded", "grounded", "ungrounded", "odd"], order=["grounded", "unsure", "ungrounded"]
+    )
+    assert list(shares) == ["grounded", "unsure", "ungrounded", "odd"]
+    assert [shares[k]["count"] for k in shares] == [1, 0, 2, 1] and {v["n"] for v in shares.values()} == {4}
 
 
 def test_sign_test_is_exact_and_symmetric() -> None:

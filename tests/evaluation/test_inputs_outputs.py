@@ -13,10 +13,14 @@ from typing import Any
 
 import pytest
 
+from ragsense.consens import VERDICTS
 from ragsense.data import RagRow
 from ragsense.errors import BackendUnavailableError, ParameterError
-from ragsense.evaluation import Evaluation, Needs, evaluate
+from ragsense.evaluation import Evaluation, MetricInfo, Needs, evaluate
+from ragsense.evaluation._evaluation import summarize
+from ragsense.evaluation._runner import RunStats
 from ragsense.models import ModelPool
+from ragsense.stats import mean_ci, share_ci
 
 ROWS: list[dict[str, Any]] = [
     {
@@ -357,40 +361,72 @@ def test_missing_optional_packages_name_their_extra(monkeypatch: pytest.MonkeyPa
 
 
 def test_summary_mean_ci95_and_verdicts() -> None:
-    stats = pytest.importorskip("scipy.stats")
     run = evaluate(with_error_row(), "consens", model="fake", progress=False)
     summary = run.summary()
     values = [r["consens"] for r in run.rows[:3]]
-    n = len(values)
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
     consens = summary.metrics["consens"]
     assert (summary.n_rows, summary.rows_with_errors, summary.n_resumed) == (4, 1, 0)
     assert (consens.n, consens.errors) == (3, 1)
     score = consens.scores["consens"]
     assert score.n == 3
-    assert score.mean == pytest.approx(mean)
-    assert score.ci95 == pytest.approx((mean - half, mean + half))
+    assert score.mean == pytest.approx(sum(values) / 3)
+    assert (score.mean, *score.ci95) == mean_ci(values)  # the one bootstrap interval of ragsense.stats
+    assert -1.0 <= min(values) <= score.ci95[0] <= score.mean <= score.ci95[1] <= max(values) <= 1.0
     verdicts: dict[str, int] = {}
     for r in run.rows[:3]:
         verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
     assert consens.verdicts == verdicts and sum(verdicts.values()) == 3
+    # Every declared verdict has a share, in the declared order, zero counts included.
+    assert list(consens.verdict_shares) == list(VERDICTS)
+    for name, share in consens.verdict_shares.items():
+        assert share == share_ci(verdicts.get(name, 0), 3)
     assert summary.errors == [(3, "consens", "answer", "'answer' is missing or empty (consens needs it)")]
-    json.dumps(summary.to_dict(), allow_nan=False)  # never NaN
+    data = summary.to_dict()
+    json.dumps(data, allow_nan=False)  # never NaN
+    shares = data["metrics"]["consens"]["verdict_shares"]
+    assert set(shares["ungrounded"]) >= {"share", "low", "high", "n"} and shares["ungrounded"]["n"] == 3
+    assert set(data["metrics"]["consens"]) >= {"n", "errors", "scores", "verdicts"}  # the keys of before
     text = str(summary)
     assert "4 rows: 3 ok, 1 with errors" in text and "consens: n=3" in text and "row 3: consens" in text
+
+
+def test_summary_text_leads_with_verdict_shares() -> None:
+    rows = [
+        {"consens": c, "verdict": v, "errors": []}
+        for c, v in [
+            (0.9, "grounded"),
+            (0.8, "grounded"),
+            (-0.3, "ungrounded"),
+            (-0.2, "ungrounded"),
+            (0.1, "ungrounded"),
+        ]
+    ]
+    info = MetricInfo("consens", ("consens", "verdict"), ("consens",), "verdict", {}, verdict_values=VERDICTS)
+    text = str(summarize(rows, [info], RunStats(5)))
+    lines = text.splitlines()
+    shares_at = next(i for i, line in enumerate(lines) if line.startswith("  consens verdicts: "))
+    means_at = next(i for i, line in enumerate(lines) if line.startswith("  consens: n=5; consens "))
+    assert shares_at < means_at
+    assert "ungrounded 60% [23%, 88%] (3 of 5)" in lines[shares_at]
+    assert "unsure 0% [0%, 43%] (0 of 5)" in lines[shares_at]  # an absent verdict is a finding too
+    # A metric without a verdict prints no verdict line.
+    plain = MetricInfo("answer_length", ("answer_length",), ("answer_length",), None, {})
+    text = str(summarize([{"answer_length": 3.0, "errors": []}], [plain], RunStats(1)))
+    assert "verdicts" not in text and "answer_length: n=1; answer_length +3.000 [+3.000, +3.000]" in text
 
 
 def test_summary_is_never_nan() -> None:
     one = evaluate(ROWS[:1], "consens", model="fake", progress=False).summary()
     score = one.metrics["consens"].scores["consens"]
     assert score.n == 1 and score.ci95 == (score.mean, score.mean)
+    [share] = [s for s in one.metrics["consens"].verdict_shares.values() if s["count"] == 1]
+    assert share["high"] == 1.0 and share["low"] < 0.25  # one row: a wide share interval, not 100%
     none_scored = evaluate(
         [{"question": "Q?", "contexts": ["C."]}], "consens", model="fake", progress=False
     ).summary()
     assert none_scored.metrics["consens"].n == 0 and none_scored.metrics["consens"].scores == {}
     assert none_scored.metrics["consens"].verdicts == {}
+    assert none_scored.metrics["consens"].verdict_shares == {}
     for summary in (one, none_scored):
         json.dumps(summary.to_dict(), allow_nan=False)
         assert "nan" not in str(summary).lower()

@@ -10,6 +10,7 @@ import pytest
 
 from ragsense.cli import main
 from ragsense.runs import EXIT_GATE_FAILED, RunStore, compare_runs
+from ragsense.stats import format_share, share_ci
 
 SAMPLE = ["--sample", "--model", "fake", "--table", "never"]
 
@@ -42,14 +43,22 @@ def test_fail_under_passes_and_fails_on_the_mean(tmp_path: Path) -> None:
     assert RunStore(store).get("two").status == "complete"
 
 
-def test_max_share_counts_verdicts_and_errors(tmp_path: Path) -> None:
+def test_max_share_counts_verdicts_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = tmp_path / "runs.sqlite"
     assert _evaluate(store, "--tag", "shares") == 0
-    verdicts = RunStore(store).get("shares").summary["metrics"]["consens"]["verdicts"]  # type: ignore[index]
-    weak_share = verdicts.get("unsure", 0) / 8
-    assert weak_share > 0  # the fake model leaves some sample rows "unsure"
-    assert _evaluate(store, "--max-share", f"weak={weak_share:.4f}") == 0
-    assert _evaluate(store, "--max-share", f"weak={weak_share - 0.01:.4f}") == EXIT_GATE_FAILED
+    summary = RunStore(store).get("shares").summary
+    assert summary is not None
+    verdicts = summary["metrics"]["consens"]["verdicts"]
+    unsure = verdicts.get("unsure", 0)
+    assert unsure > 0  # the fake model leaves some sample rows "unsure"
+    assert summary["metrics"]["consens"]["verdict_shares"]["unsure"] == share_ci(unsure, 8)  # stored too
+    capsys.readouterr()
+    assert _evaluate(store, "--max-share", f"unsure={unsure / 8:.4f}") == 0
+    assert _evaluate(store, "--max-share", f"unsure={unsure / 8 - 0.01:.4f}") == EXIT_GATE_FAILED
+    # The failure says how many rows, the share and its Wilson interval.
+    failed = capsys.readouterr().err.splitlines()[-1]
+    assert failed.startswith("gate FAILED: share unsure ")
+    assert f"{format_share(share_ci(unsure, 8))} > " in failed and "95% Wilson interval" in failed
     assert _evaluate(store, "--max-share", "errors=0") == 0
 
 

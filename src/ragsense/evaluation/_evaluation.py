@@ -13,7 +13,7 @@ from ragsense.data import require_module
 from ragsense.evaluation._contract import Metric
 from ragsense.evaluation._outputs import save_rows
 from ragsense.evaluation._runner import RunStats
-from ragsense.stats import mean_ci
+from ragsense.stats import Share, format_share, mean_ci, shares_of
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,9 @@ class MetricInfo:
     verdict: str | None
     settings: dict[str, Any]
     models: dict[str, str] = field(default_factory=dict)
+    verdict_values: tuple[str, ...] = ()
+    """Every value the verdict can take (declared by the metric), so a summary can say "0 of 5
+    ungrounded" instead of leaving the verdict out."""
 
     @classmethod
     def of(cls, metric: Metric) -> MetricInfo:
@@ -33,8 +36,15 @@ class MetricInfo:
         loaded, from the optional capability hook ``model_fingerprints() -> {role: fingerprint}``."""
         hook = getattr(metric, "model_fingerprints", None)
         models = {str(k): str(v) for k, v in hook().items()} if callable(hook) else {}
+        values = tuple(str(v) for v in getattr(metric, "verdict_values", ()) or ())
         return cls(
-            metric.name, tuple(metric.fields), tuple(metric.scores), metric.verdict, metric.settings(), models
+            metric.name,
+            tuple(metric.fields),
+            tuple(metric.scores),
+            metric.verdict,
+            metric.settings(),
+            models,
+            values if metric.verdict is not None else (),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -46,12 +56,14 @@ class MetricInfo:
             "verdict": self.verdict,
             "settings": self.settings,
             "models": self.models,
+            "verdict_values": list(self.verdict_values),
         }
 
 
 @dataclass(frozen=True)
 class ScoreSummary:
-    """A numeric field over the rows that have it: n, mean and its 95% interval (t distribution)."""
+    """A numeric field over the rows that have it: n, mean and its 95% percentile bootstrap interval
+    (:func:`ragsense.stats.mean_ci`: inside the range of the scores, never NaN)."""
 
     n: int
     mean: float
@@ -60,18 +72,25 @@ class ScoreSummary:
 
 @dataclass(frozen=True)
 class MetricSummary:
-    """One metric over a run: rows scored, rows in error, each score's mean, verdict counts."""
+    """One metric over a run: rows scored, rows in error, verdict counts and shares, each score's mean.
+
+    ``verdict_shares``: per verdict value, its share of the scored rows with a verdict and the share's
+    95% Wilson interval (``{"share", "low", "high", "n", "count"}``, :func:`ragsense.stats.share_ci`).
+    A summary leads with these: a mean can look fine while most rows are ``ungrounded``.
+    """
 
     name: str
     n: int
     errors: int
     scores: dict[str, ScoreSummary] = field(default_factory=dict)
     verdicts: dict[str, int] = field(default_factory=dict)
+    verdict_shares: dict[str, Share] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "n": self.n,
             "errors": self.errors,
+            "verdict_shares": {k: dict(v) for k, v in self.verdict_shares.items()},
             "scores": {k: {"n": s.n, "mean": s.mean, "ci95": list(s.ci95)} for k, s in self.scores.items()},
             "verdicts": dict(self.verdicts),
         }
@@ -79,7 +98,11 @@ class MetricSummary:
 
 @dataclass(frozen=True)
 class Summary:
-    """The run at a glance: rows, rows with any error, and one :class:`MetricSummary` per metric."""
+    """The run at a glance: rows, rows with any error, and one :class:`MetricSummary` per metric.
+
+    Printed, each metric with a verdict gets a line of verdict shares (95% Wilson intervals) before
+    its line of means (95% bootstrap intervals); :func:`summarize` shows one.
+    """
 
     n_rows: int
     n_resumed: int
@@ -104,11 +127,12 @@ class Summary:
             f"errors{resumed} in {self.seconds:.1f} s"
         ]
         for m in self.metrics.values():
+            if m.verdict_shares:
+                shares = "; ".join(f"{k} {format_share(v)}" for k, v in m.verdict_shares.items())
+                lines.append(f"  {m.name} verdicts: {shares}")
             parts = [f"{m.name}: n={m.n}"]
             for key, s in m.scores.items():
                 parts.append(f"{key} {s.mean:+.3f} [{s.ci95[0]:+.3f}, {s.ci95[1]:+.3f}]")
-            if m.verdicts:
-                parts.append(", ".join(f"{k} {v}" for k, v in sorted(m.verdicts.items())))
             if m.errors:
                 parts.append(f"errors {m.errors}")
             lines.append("  " + "; ".join(parts))
@@ -133,7 +157,22 @@ MAX_LISTED_ERRORS = 20
 
 
 def summarize(rows: Sequence[Mapping[str, Any]], metrics: Sequence[MetricInfo], stats: RunStats) -> Summary:
-    """Per metric: rows it scored, its errors, each score's mean with a 95% interval, verdict counts."""
+    """Per metric: rows it scored, its errors, verdict counts and shares (95% Wilson intervals), each
+    score's mean with its 95% bootstrap interval.
+
+    Three of five rows ``ungrounded`` while the mean clears 0.02, the case a mean gate lets through:
+
+    >>> info = MetricInfo("consens", ("consens", "verdict"), ("consens",), "verdict", {},
+    ...                   verdict_values=("grounded", "unsure", "ungrounded", "refusal"))
+    >>> rows = [{"consens": c, "verdict": v, "errors": []} for c, v in
+    ...         [(0.9, "grounded"), (0.8, "grounded"), (-0.3, "ungrounded"), (-0.2, "ungrounded"),
+    ...          (-0.1, "ungrounded")]]
+    >>> print(summarize(rows, [info], RunStats(5)))  # doctest: +NORMALIZE_WHITESPACE
+    5 rows: 5 ok, 0 with errors in 0.0 s
+      consens verdicts: grounded 40% [12%, 77%] (2 of 5); unsure 0% [0%, 43%] (0 of 5);
+        ungrounded 60% [23%, 88%] (3 of 5); refusal 0% [0%, 43%] (0 of 5)
+      consens: n=5; consens +0.220 [-0.220, +0.660]
+    """
     default = metrics[0].name if len(metrics) == 1 else "input"
     per_row_errors = [errors_of(r, default) for r in rows]
     listed: list[tuple[int, str, str | None, str]] = []
@@ -160,10 +199,12 @@ def summarize(rows: Sequence[Mapping[str, Any]], metrics: Sequence[MetricInfo], 
                 mean, low, high = mean_ci(values)
                 scores[key] = ScoreSummary(len(values), mean, (low, high))
         verdicts: dict[str, int] = {}
+        shares: dict[str, Share] = {}
         if info.verdict is not None:
-            counts = Counter(str(r[info.verdict]) for r in scored if r.get(info.verdict) is not None)
-            verdicts = dict(sorted(counts.items()))
-        out[info.name] = MetricSummary(info.name, len(scored), sum(failed), scores, verdicts)
+            given = [str(r[info.verdict]) for r in scored if r.get(info.verdict) is not None]
+            verdicts = dict(sorted(Counter(given).items()))
+            shares = shares_of(given, info.verdict_values) if given else {}
+        out[info.name] = MetricSummary(info.name, len(scored), sum(failed), scores, verdicts, shares)
     return Summary(
         n_rows=len(rows),
         n_resumed=stats.n_resumed,
@@ -211,7 +252,8 @@ class Evaluation:
         return any(errors_of(r, "input") for r in self.rows)
 
     def summary(self) -> Summary:
-        """Per metric: n, each score's mean with its 95% interval, verdict counts, errors."""
+        """Per metric: n, verdict shares with their 95% Wilson intervals, each score's mean with its
+        95% bootstrap interval, verdict counts, errors."""
         return summarize(self.rows, self.metrics, self.stats)
 
     def to_pandas(self) -> Any:

@@ -2,9 +2,10 @@
 
 Rows are paired by their ``id`` (rows without one by position), so runs on different inputs are
 compared on the rows they share, and the comparison says how many. The difference is ``B - A``; its
-95% interval is a paired percentile bootstrap of the mean difference (2,000 draws, seed 0), its
-p-value Wilcoxon's signed-rank test (two-sided), and a row counts as better or worse when its score
-moved by more than ``tolerance``.
+95% interval is a paired percentile bootstrap of the mean difference (:func:`ragsense.stats.mean_ci`
+of the per-row differences: rows are resampled as pairs; 2,000 draws, seed 0), so it stays inside the
+range of the differences; its p-value is Wilcoxon's signed-rank test (two-sided), and a row counts as
+better or worse when its score moved by more than ``tolerance``.
 
 >>> a = [{"id": str(i), "consens": 0.1 * i} for i in range(10)]
 >>> b = [{"id": str(i), "consens": 0.1 * i + 0.05} for i in range(10)]
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragsense.runs._store import RunStore
-from ragsense.stats import bootstrap_ci, wilcoxon_signed_rank
+from ragsense.stats import MEAN_CI_RESAMPLES, mean_ci, wilcoxon_signed_rank
 
 DEFAULT_TOLERANCE = 1e-9
 """A row is better or worse when its score moved by more than this (float noise is not a change)."""
@@ -127,10 +128,6 @@ class Comparison:
         }
 
 
-def _mean_difference(a: Any, b: Any) -> float:
-    return float((b - a).mean())
-
-
 def compare_rows(
     rows_a: Sequence[Mapping[str, Any]],
     rows_b: Sequence[Mapping[str, Any]],
@@ -138,7 +135,7 @@ def compare_rows(
     verdicts: Sequence[str] = (),
     *,
     tolerance: float = DEFAULT_TOLERANCE,
-    bootstrap: int = 2000,
+    bootstrap: int = MEAN_CI_RESAMPLES,
 ) -> Comparison:
     """Compare ``scores`` (and ``verdicts``) of two runs' rows, paired by row id."""
     index_a = {_key(r, k): r for k, r in enumerate(rows_a)}
@@ -161,15 +158,16 @@ def compare_rows(
         differences = [y - x for x, y in zip(xs, ys, strict=True)]
         changes.extend(RowChange(key, score, x, y) for key, x, y in pairs)
         nonzero = [d for d in differences if abs(d) > tolerance]
-        ci = bootstrap_ci(_mean_difference, xs, ys, n=bootstrap, paired=True) if len(pairs) > 1 else None
+        # Resampling the differences is resampling the pairs: one interval code for every mean.
+        mean_difference, low, high = mean_ci(differences, resamples=bootstrap)
         out.append(
             ScoreComparison(
                 score=score,
                 n=len(pairs),
                 mean_a=sum(xs) / len(xs),
                 mean_b=sum(ys) / len(ys),
-                mean_difference=sum(differences) / len(differences),
-                ci95=ci,
+                mean_difference=mean_difference,
+                ci95=(low, high),
                 p_value=wilcoxon_signed_rank(nonzero) if nonzero else 1.0,
                 n_better=sum(d > tolerance for d in differences),
                 n_worse=sum(d < -tolerance for d in differences),

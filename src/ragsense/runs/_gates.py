@@ -1,17 +1,26 @@
-"""CI gates on a run: metric means that must reach a floor, verdict shares that must stay under a
-ceiling, and a JUnit XML file for CI systems.
+"""CI gates on a run: verdict shares that must stay under a ceiling, score means that must reach a
+floor, and a JUnit XML file for CI systems.
 
-``--fail-under consens=0.5,response_adherence=0.8`` makes one :class:`Gate` per score (its mean
-over the rows its metric scored must be at least the value); ``--max-share ungrounded=0.05`` one per
-verdict value (its share among the rows that have the verdict must be at most the value; the name
-``errors`` is the share of rows with any error). A gate with no row to judge fails: an empty run
-proves nothing.
+``--max-share ungrounded=0,errors=0`` makes one :class:`Gate` per verdict value: its share among the
+rows that have the verdict must be at most the value (the name ``errors`` is the share of rows with
+any error). This is the gate to use: it counts the rows that fail. ``--fail-under consens=0.02`` makes
+one per score: its mean over the rows its metric scored must be at least the value. A mean can clear
+its floor while most rows are bad, since a few high scores make up for them: with five rows scoring
+0.9, 0.8, -0.3, -0.2 and -0.1 the mean is +0.22, over the 0.02 floor, and three of the five are
+``ungrounded``. A gate with no row to judge fails: an empty run proves nothing.
 
->>> gates = parse_gates("consens=0.5", "ungrounded=0.25")
->>> rows = [{"consens": 0.6, "verdict": "grounded", "errors": []},
-...         {"consens": 0.2, "verdict": "ungrounded", "errors": []}]
->>> [(r.gate.describe(), r.passed) for r in check_gates(gates, rows, verdict_fields=["verdict"])]
-[('mean consens >= 0.5', False), ('share ungrounded <= 0.25', False)]
+Each result carries a 95% interval, so a gate passed on five rows reads as what it is: a verdict
+share's Wilson interval (``0 of 5 ungrounded`` is ``0% [0%, 43%]``), a mean's bootstrap interval.
+The gate itself compares the observed share or mean with its limit.
+
+>>> gates = parse_gates(fail_under="consens=0.02", max_share="ungrounded=0")
+>>> rows = [{"consens": c, "verdict": v, "errors": []} for c, v in
+...         [(0.9, "grounded"), (0.8, "grounded"), (-0.3, "ungrounded"), (-0.2, "ungrounded"),
+...          (-0.1, "ungrounded")]]
+>>> for r in check_gates(gates, rows, verdict_fields=["verdict"]):
+...     print("passed" if r.passed else "FAILED", r.message)
+passed mean consens +0.2200 [-0.2200, +0.6600] over 5 rows >= 0.02
+FAILED share ungrounded 60% [23%, 88%] (3 of 5) > 0% (95% Wilson interval)
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ragsense.runs._compare import score_value as _number
+from ragsense.stats import format_share, mean_ci, share_ci
 
 EXIT_GATE_FAILED = 4
 """The exit code of ``ragsense evaluate`` when a gate fails (after every result is written)."""
@@ -54,11 +64,16 @@ class Gate:
 
 @dataclass(frozen=True)
 class GateResult:
+    """How a gate went: the observed mean or share (``value``) over ``n`` rows, its 95% interval
+    (``ci95``: bootstrap for a mean, Wilson for a share; None when no row was judged), and the message
+    printed and written to JUnit."""
+
     gate: Gate
     passed: bool
     value: float | None
     n: int
     message: str
+    ci95: tuple[float, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +83,7 @@ class GateResult:
             "limit": self.gate.limit,
             "passed": self.passed,
             "value": self.value,
+            "ci95": None if self.ci95 is None else list(self.ci95),
             "n": self.n,
             "message": self.message,
         }
@@ -127,7 +143,7 @@ def check_gates(
             if not values:
                 results.append(GateResult(gate, False, None, 0, f"no row has a {gate.name} score"))
                 continue
-            mean = sum(values) / len(values)
+            mean, low, high = mean_ci(values)
             passed = mean >= gate.limit
             results.append(
                 GateResult(
@@ -135,8 +151,9 @@ def check_gates(
                     passed,
                     mean,
                     len(values),
-                    f"mean {gate.name} {mean:.4f} over {len(values)} rows "
+                    f"mean {gate.name} {mean:+.4f} [{low:+.4f}, {high:+.4f}] over {len(values)} rows "
                     f"{'>=' if passed else '<'} {gate.limit:g}",
+                    (low, high),
                 )
             )
             continue
@@ -149,16 +166,17 @@ def check_gates(
         if not judged:
             results.append(GateResult(gate, False, None, 0, f"no row has a verdict to count {gate.name}"))
             continue
-        share = hits / len(judged)
-        passed = share <= gate.limit
+        share = share_ci(hits, len(judged))
+        passed = share["share"] <= gate.limit
         results.append(
             GateResult(
                 gate,
                 passed,
-                share,
+                share["share"],
                 len(judged),
-                f"{gate.name} in {hits} of {len(judged)} rows ({share:.1%}) "
-                f"{'<=' if passed else '>'} {gate.limit:.1%}",
+                f"share {gate.name} {format_share(share)} {'<=' if passed else '>'} {gate.limit * 100:g}% "
+                "(95% Wilson interval)",
+                (share["low"], share["high"]),
             )
         )
     return results
