@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ragsense.cli import main
+from ragsense.consens import default_bands
 from ragsense.runs import RunStore
 
 from ._decode import page_data
@@ -99,8 +100,10 @@ def test_report_of_a_real_evaluate_run(tmp_path: Path, monkeypatch: pytest.Monke
         "response_relevance",
         "response_adherence",
     ]
+    defaults = default_bands()  # never the numbers themselves: the defaults are chosen on data and move
     assert data["meta"]["runs"][0]["bands"] == {
-        "aggregation": "q25",
-        "grounded_at": 0.02,
-        "ungrounded_below": 0.0,
+        "aggregation": defaults.score,
+        "grounded_at": defaults.grounded_at,
+        "ungrounded_below": defaults.ungrounded_below,
+        "origin": "default",
     }

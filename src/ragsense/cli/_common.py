@@ -1,10 +1,11 @@
-"""Options shared by subcommands that use a model."""
+"""Options shared by subcommands: the model flags, and ``--bands`` on the commands that give verdicts."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from ragsense.consens import DEFAULT_AGGREGATION, Aggregation
 from ragsense.models import DEFAULT_MODEL, LanguageModel, shared_pool
 
 
@@ -33,6 +34,34 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="torch CPU threads (keep threads x processes at or below the core count)",
+    )
+
+
+Parser = argparse.ArgumentParser | argparse._ArgumentGroup
+
+
+def add_aggregation_option(parser: Parser, what: str) -> None:
+    """``--aggregation``, the ConSens score; ``what`` says what it does, in the command's words."""
+    default = DEFAULT_AGGREGATION.value
+    parser.add_argument(
+        "--aggregation",
+        choices=[a.value for a in Aggregation],
+        default=default,
+        help=f"{what} (default {default})",
+    )
+
+
+def add_consens_options(parser: Parser, what: str) -> None:
+    """``--aggregation`` and ``--bands FILE``: the verdict bands ``ragsense calibrate`` wrote, instead
+    of the defaults."""
+    add_aggregation_option(parser, what)
+    parser.add_argument(
+        "--bands",
+        metavar="FILE",
+        help=(
+            "ConSens verdict bands from `ragsense calibrate` (default: the aggregation's defaults); "
+            "refused when fitted on another --aggregation"
+        ),
     )
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ragsense.cli._common import model_spec_from_args
+from ragsense.cli._common import add_consens_options, model_spec_from_args
 from ragsense.cli._run import Columns, add_run_options, error_text, fmt, question_of, row_id, run_command
-from ragsense.consens import DEFAULT_AGGREGATION, Aggregation
 from ragsense.errors import ParameterError
 from ragsense.evaluation import (
     DEFAULT_METRICS,
@@ -45,12 +44,7 @@ def add_parser(sub: Any) -> None:
         ),
     )
     group = parser.add_argument_group("metric options")
-    group.add_argument(
-        "--aggregation",
-        choices=[a.value for a in Aggregation],
-        default=DEFAULT_AGGREGATION.value,
-        help=f"ConSens: how word perplexities are averaged (default {DEFAULT_AGGREGATION.value})",
-    )
+    add_consens_options(group, "ConSens: how word perplexities are averaged")
     group.add_argument("--estimator", help="correctness: the estimator file (ragsense correctness train)")
     group.add_argument("--judge", help="vera: judge model (default: --model)")
     group.add_argument(
@@ -97,9 +91,19 @@ def metrics_from_args(args: argparse.Namespace) -> list[Metric]:
     """Each named metric with the options the flags give it."""
     model, options = model_spec_from_args(args)
     names = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    if args.bands and not {"consens", "attribution"} & set(names):
+        raise ParameterError(
+            "--bands sets the verdicts of consens or attribution; name one in --metrics", parameter="bands"
+        )
+    consens = {
+        "model": model,
+        "model_options": options,
+        "aggregation": args.aggregation,
+        "bands": args.bands,  # a path: ConSens reads it and refuses bands fitted on another aggregation
+    }
     per_metric: dict[str, dict[str, Any]] = {
-        "consens": {"model": model, "model_options": options, "aggregation": args.aggregation},
-        "attribution": {"model": model, "model_options": options, "aggregation": args.aggregation},
+        "consens": consens,
+        "attribution": consens,
         "vera": {
             "judge": args.judge or model,
             "model_options": {} if args.judge else options,

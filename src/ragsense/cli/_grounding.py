@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ragsense.cli._common import model_spec_from_args
+from ragsense.cli._common import add_consens_options, model_spec_from_args
 from ragsense.cli._run import (
     add_run_options,
     answer_of,
@@ -17,7 +17,6 @@ from ragsense.cli._run import (
     row_id,
     run_command,
 )
-from ragsense.consens import DEFAULT_AGGREGATION, Aggregation
 from ragsense.metrics import ConSens
 
 
@@ -29,21 +28,19 @@ def add_parser(sub: Any) -> None:
     )
     add_run_options(parser, output_help="output .jsonl, .csv or .parquet (input fields + scores)")
     parser.add_argument("--attribution", action="store_true", help="leave-one-document-out attribution")
-    parser.add_argument(
-        "--aggregation",
-        choices=[a.value for a in Aggregation],
-        default=DEFAULT_AGGREGATION.value,
-        help=(
-            f"how word perplexities are averaged (default: {DEFAULT_AGGREGATION.value}; "
-            "both are in the output)"
-        ),
-    )
+    add_consens_options(parser, "how word perplexities are averaged (every aggregation is in the output)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     model, options = model_spec_from_args(args)
-    metric = ConSens(model, attribution=args.attribution, aggregation=args.aggregation, model_options=options)
+    metric = ConSens(
+        model,
+        attribution=args.attribution,
+        aggregation=args.aggregation,
+        model_options=options,
+        bands=args.bands,
+    )
     columns: list[tuple[str, int, Any]] = [
         ("id", 8, row_id),
         ("question", 38, question_of),

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from ragsense._version import __version__
 from ragsense.cli import (
     _bench,
+    _calibrate,
     _correctness,
     _evaluate,
     _experiment,
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         _grounding,
         _vera,
         _correctness,
+        _calibrate,
         _runs,
         _report,
         _experiment,

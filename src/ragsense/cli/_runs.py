@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from ragsense.runs import RunStore, StoredRun, compare_runs, format_comparison
@@ -119,8 +120,13 @@ def _describe(run: StoredRun) -> str:
         f"  rows      {run.n_rows}",
     ]
     for metric in run.metrics:
-        settings = ", ".join(f"{k}={v}" for k, v in (metric.get("settings") or {}).items() if k != "template")
+        stored = metric.get("settings") or {}
+        # The template is long and the bands carry their whole fit: each gets a line of its own.
+        settings = ", ".join(f"{k}={v}" for k, v in stored.items() if k not in ("template", "bands"))
         lines.append(f"  metric    {metric.get('name')}: {settings}")
+        bands = bands_text(stored.get("bands"))
+        if bands:
+            lines.append(f"            bands: {bands}")
         for role, fingerprint in (metric.get("models") or {}).items():
             lines.append(f"            {role}: {fingerprint}")
     summary = run.summary or {}
@@ -133,6 +139,28 @@ def _describe(run: StoredRun) -> str:
             parts.append(", ".join(f"{k} {v}" for k, v in m["verdicts"].items()))
         lines.append(f"  summary   {name}: " + "; ".join(parts))
     return "\n".join(lines)
+
+
+def bands_text(bands: Any) -> str | None:
+    """A stored run's verdict bands in one line (None when the run recorded none).
+
+    >>> bands_text({"score": "q25", "grounded_at": 0.2, "ungrounded_below": -0.1, "origin": "default"})
+    'grounded >= +0.200, ungrounded < -0.100 on q25 (default)'
+    """
+    if not isinstance(bands, Mapping) or not {"grounded_at", "ungrounded_below"} <= bands.keys():
+        return None
+    return (
+        f"grounded >= {bands['grounded_at']:+.3f}, ungrounded < {bands['ungrounded_below']:+.3f} "
+        f"on {bands.get('score', '?')} ({bands.get('origin', 'file')})"
+    )
+
+
+def _run_bands(run: StoredRun) -> str | None:
+    for metric in run.metrics:
+        text = bands_text((metric.get("settings") or {}).get("bands"))
+        if text:
+            return text
+    return None
 
 
 def run_compare(args: argparse.Namespace) -> int:
@@ -155,6 +183,10 @@ def run_compare(args: argparse.Namespace) -> int:
         if worst:
             listed = ", ".join(f"{c.key} ({c.a:+.3f} -> {c.b:+.3f})" for c in worst)
             print(f"worse in {s.score}: {listed}")
+    bands_a, bands_b = _run_bands(a), _run_bands(b)
+    if bands_a != bands_b and bands_a and bands_b:
+        # Verdict counts under different edges differ for that reason alone.
+        print(f"note: the runs used different verdict bands: A {bands_a}; B {bands_b}", file=sys.stderr)
     if a.input_hash and b.input_hash and a.input_hash != b.input_hash:
         print("note: the two runs had different input rows (their input hashes differ)", file=sys.stderr)
     return 0

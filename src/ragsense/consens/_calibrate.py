@@ -168,6 +168,24 @@ def stratified_folds(labels: Sequence[int], folds: int, seed: int = SEED) -> lis
     return fold
 
 
+def check_classes(ones: int, zeros: int, min_per_class: int = DEFAULT_MIN_PER_CLASS) -> None:
+    """Refuse a fit with fewer than ``min_per_class`` rows of label 1 or of label 0 (a caller that
+    scores the rows first calls this on the labels alone, before any model is loaded).
+
+    >>> check_classes(25, 20)
+    >>> check_classes(25, 4, 5)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ragsense.errors.ParameterError: min_per_class: too few labelled rows to calibrate: 25 grounded ...
+    """
+    if min(ones, zeros) < min_per_class:
+        raise ParameterError(
+            f"too few labelled rows to calibrate: {ones} grounded (label 1) and {zeros} not (label 0); "
+            f"each class needs at least {min_per_class}",
+            parameter="min_per_class",
+        )
+
+
 def _check(
     scores: Sequence[float], labels: Sequence[int], target: float, folds: int, min_per_class: int
 ) -> tuple[int, int]:
@@ -183,12 +201,7 @@ def _check(
         raise ParameterError(f"must be in (0, 1], got {target}", parameter="target_precision")
     ones = sum(labels)
     zeros = len(labels) - ones
-    if min(ones, zeros) < min_per_class:
-        raise ParameterError(
-            f"too few labelled rows to calibrate: {ones} grounded (label 1) and {zeros} not (label 0); "
-            f"each class needs at least {min_per_class}",
-            parameter="min_per_class",
-        )
+    check_classes(ones, zeros, min_per_class)
     if not 2 <= folds <= min(ones, zeros):
         raise ParameterError(
             f"must be between 2 and the smaller class's row count ({min(ones, zeros)}), got {folds}",

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ragsense._async import run_sync
+from ragsense.consens._verdicts import Bands, resolve_bands
 from ragsense.errors import ParameterError
 from ragsense.evaluation._contract import Metric, RunItem
 from ragsense.evaluation._evaluation import Evaluation, MetricInfo
 from ragsense.evaluation._inputs import Data, rows_from
 from ragsense.evaluation._outputs import check_output, save_rows, working_file
 from ragsense.evaluation._ray_engine import Engine, RayEngine, evaluate_on_ray, ray_engine_of
-from ragsense.evaluation._registry import resolve_metrics
+from ragsense.evaluation._registry import DEFAULT_METRICS, resolve_metrics
 from ragsense.evaluation._runner import ChunkSink, Shape, run_rows
 from ragsense.models import ModelPool, ModelSpec, shared_pool
 from ragsense.runs import RunRecorder, RunStore
@@ -43,6 +44,40 @@ def _dataset_name(data: Data) -> str:
     return f"{cls.__module__.split('.')[0]}.{cls.__name__}"
 
 
+BandsSpec = Bands | str | os.PathLike[str] | None
+"""Verdict bands for ``evaluate``: a :class:`~ragsense.consens.Bands`, the path of a bands file
+(``ragsense calibrate``), or None for each metric's defaults."""
+BANDED_METRICS = ("consens", "attribution")
+"""The metric names whose verdicts ``bands=`` sets."""
+
+
+def _metrics_with_bands(
+    metrics: str | Sequence[str | Metric] | None,
+    bands: BandsSpec,
+    model: ModelSpec | None,
+    model_options: dict[str, Any] | None,
+) -> list[Metric]:
+    """The metrics resolved by name, ``bands`` (read once here) given to ConSens and attribution."""
+    if bands is None:
+        return resolve_metrics(metrics, model=model, model_options=model_options)
+    items = metrics if metrics is not None else DEFAULT_METRICS
+    names = [m.strip() for m in items.split(",")] if isinstance(items, str) else list(items)
+    if not any(n in BANDED_METRICS for n in names):
+        # A metric object was built with its own bands (or none); silently ignoring these would be worse.
+        raise ParameterError(
+            "bands apply to the metrics named 'consens' or 'attribution', and none is named here; "
+            "give a ConSens object its bands with ConSens(bands=...)",
+            parameter="bands",
+        )
+    loaded = resolve_bands(bands if isinstance(bands, Bands | str) else Path(bands))
+    return resolve_metrics(
+        metrics,
+        model=model,
+        model_options=model_options,
+        per_metric={name: {"bands": loaded} for name in BANDED_METRICS},
+    )
+
+
 DEFAULT_CHUNK_SIZE = 16
 """Rows per chunk: the unit that is batched into model calls, saved, and resumed. The same number
 means the same thing in every command."""
@@ -66,9 +101,10 @@ async def aevaluate(
     tag: str | None = None,
     command: str | None = None,
     engine: Engine = "local",
+    bands: BandsSpec = None,
 ) -> Evaluation:
     """The async form of :func:`evaluate` (same arguments), for code already on an event loop."""
-    resolved = resolve_metrics(metrics, model=model, model_options=model_options)
+    resolved = _metrics_with_bands(metrics, bands, model, model_options)
     on_ray = ray_engine_of(engine)
     if on_ray is not None:
         # The Ray driver blocks while the cluster works; a thread keeps this event loop free.
@@ -213,6 +249,7 @@ def evaluate(
     tag: str | None = None,
     command: str | None = None,
     engine: Engine = "local",
+    bands: BandsSpec = None,
 ) -> Evaluation:
     """Run ``metrics`` over every row of ``data`` in one pass; returns an :class:`Evaluation`.
 
@@ -220,7 +257,10 @@ def evaluate(
     names), a pandas DataFrame, a Hugging Face Dataset or a RAGAS EvaluationDataset. ``metrics``: metric
     objects (``ConSens(model=..., attribution=True)``, ``Vera(judge=...)``, ``Correctness(estimator=...)``,
     ``Similarity()``), or names with their defaults (``"consens,vera"`` or ``["consens", "vera"]``;
-    ``model`` and ``model_options`` go to the named ones); default: ConSens.
+    ``model`` and ``model_options`` go to the named ones); default: ConSens. ``bands``: the verdict
+    bands of the ``consens`` and ``attribution`` metrics named here (a
+    :class:`~ragsense.consens.Bands` or the path of a file ``ragsense calibrate`` wrote; a metric object
+    takes its own, ``ConSens(bands=...)``); the run store records them with the metric's settings.
 
     ``output``: also write the rows there as the run goes (.jsonl, .csv, .parquet by extension; ``-``
     for JSONL on stdout); an existing output is an error unless ``resume`` (continue it: finished chunks
@@ -251,7 +291,7 @@ def evaluate(
     """
     on_ray = ray_engine_of(engine)
     if on_ray is not None:  # no event loop here: Ctrl-C reaches the driver loop directly
-        resolved = resolve_metrics(metrics, model=model, model_options=model_options)
+        resolved = _metrics_with_bands(metrics, bands, model, model_options)
         return _on_ray(
             data,
             resolved,
@@ -284,5 +324,6 @@ def evaluate(
             store=store,
             tag=tag,
             command=command,
+            bands=bands,
         )
     )

@@ -84,16 +84,27 @@ def create_metric(name: str, **options: Any) -> Metric:
     return metric
 
 
-def resolve_metrics(metrics: str | Sequence[str | Metric] | None = None, **options: Any) -> list[Metric]:
+def resolve_metrics(
+    metrics: str | Sequence[str | Metric] | None = None,
+    *,
+    per_metric: Mapping[str, Mapping[str, Any]] | None = None,
+    **options: Any,
+) -> list[Metric]:
     """Metric objects from names (a comma-separated string or a list) and objects, in order.
 
-    ``options`` (``model``, ``model_options``) go to the metrics created by name. ``attribution`` is
+    ``options`` (``model``, ``model_options``) go to the metrics created by name; ``per_metric`` adds
+    options for the metrics created under one name only (``{"consens": {"bands": ...}}``), so an
+    option one metric takes never reaches a plug-in that accepts any keyword. ``attribution`` is
     ConSens with leave-one-out, so naming both ``consens`` and ``attribution`` runs it once. Two
     metrics with the same name would write the same fields, so that is an error.
 
     >>> [m.name for m in resolve_metrics("consens,attribution", model="fake")]
     ['consens']
+    >>> [m] = resolve_metrics("consens", model="fake", per_metric={"consens": {"aggregation": "geometric"}})
+    >>> m.aggregation.value
+    'geometric'
     """
+    extra = per_metric or {}
     if metrics is None:
         metrics = DEFAULT_METRICS
     items: list[str | Metric] = (
@@ -104,7 +115,7 @@ def resolve_metrics(metrics: str | Sequence[str | Metric] | None = None, **optio
     names = [m for m in items if isinstance(m, str)]
     if "attribution" in names and "consens" in names:
         items = [m for m in items if m != "consens"]
-    resolved = [create_metric(m, **options) if isinstance(m, str) else m for m in items]
+    resolved = [create_metric(m, **options, **extra.get(m, {})) if isinstance(m, str) else m for m in items]
     seen: set[str] = set()
     for metric in resolved:
         if not isinstance(metric, Metric):

@@ -206,7 +206,8 @@ function histogram(score, si) {
       if (t > lo && t < hi) svg.append(svgEl("line", {x1: X(t), x2: X(t), y1: PAD_T, y2: HH - PAD_B,
         stroke: "#8a909c", "stroke-dasharray": "3 3"}));
     }
-    legend.push(h("span", {text: "bands of " + bands.aggregation + ": ungrounded < " +
+    const origin = bands.origin && bands.origin !== "default" ? " (" + bands.origin + ")" : " (default)";
+    legend.push(h("span", {text: "bands of " + bands.aggregation + origin + ": ungrounded < " +
       fmt(bands.ungrounded_below, 2) + " ≤ unsure < " + fmt(bands.grounded_at, 2) + " ≤ grounded"}));
   }
   series.forEach((s, r) => {

@@ -11,8 +11,10 @@ the paired comparison of two runs (from :func:`ragsense.runs.compare_rows`).
 >>> info = run_info(run, rows)
 >>> info["summary_source"], info["summary"]["consens"]["n"], info["summary"]["consens"]["errors"]
 ('rows', 1, 1)
->>> info["bands"]
-{'aggregation': 'q25', 'grounded_at': 0.02, 'ungrounded_below': 0.0}
+>>> info["bands"]["aggregation"], info["bands"]["origin"]
+('q25', 'default')
+>>> info["bands"]["grounded_at"] == default_bands("q25").grounded_at
+True
 """
 
 from __future__ import annotations
@@ -113,8 +115,9 @@ def _round_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def consens_bands(run: StoredRun, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """ConSens's verdict thresholds: the bands the run used (its settings), else the defaults of its
-    aggregation (its settings, else its rows)."""
+    """ConSens's verdict thresholds and where they came from (``origin``): the bands the run used (its
+    settings, e.g. a ``--bands`` file), else the defaults of its aggregation (its settings, else its
+    rows; a run stored before bands were recorded)."""
     aggregation: Any = None
     for metric in run.metrics:
         if metric.get("name") in ("consens", "attribution"):
@@ -126,6 +129,7 @@ def consens_bands(run: StoredRun, rows: Sequence[Mapping[str, Any]]) -> dict[str
                     "aggregation": str(used.get("score", aggregation)),
                     "grounded_at": used["grounded_at"],
                     "ungrounded_below": used["ungrounded_below"],
+                    "origin": str(used.get("origin", "file")),
                 }
     if aggregation is None:
         aggregation = next((r["aggregation"] for r in rows if r.get("aggregation")), None)
@@ -141,6 +145,7 @@ def consens_bands(run: StoredRun, rows: Sequence[Mapping[str, Any]]) -> dict[str
         "aggregation": str(aggregation),
         "grounded_at": bands.grounded_at,
         "ungrounded_below": bands.ungrounded_below,
+        "origin": bands.origin,
     }
 
 

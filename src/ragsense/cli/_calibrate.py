@@ -1,0 +1,305 @@
+"""``ragsense calibrate LABELED -o bands.json``: ConSens verdict bands fitted on the user's labelled rows.
+
+Each row carries a ``label``: 1 when its answer is grounded in its context, 0 when it is not. Rows
+that already carry the score (an ``evaluate`` or ``grounding`` output) are read as they are; other
+rows are scored first through :func:`ragsense.evaluate`, the same path every scoring command takes.
+Refusals are left out of the fit (their verdict does not depend on the bands) and counted. The fit
+itself is :func:`ragsense.consens.calibrate_bands`; this module reads rows and prints.
+
+Exit codes: 0 the bands were written from every row; 3 written, but some rows had errors (each is
+listed, naming the row and field, and left out); 2 a usage error, or a class with fewer than
+``--min-per-class`` rows (nothing is written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ragsense.cli._common import add_aggregation_option, add_model_options, model_spec_from_args
+from ragsense.cli._run import EXIT_OK, EXIT_ROW_ERRORS
+from ragsense.consens import (
+    DEFAULT_FOLDS,
+    DEFAULT_MIN_PER_CLASS,
+    DEFAULT_TARGET_PRECISION,
+    Aggregation,
+    Bands,
+    calibrate_bands,
+    check_classes,
+)
+from ragsense.data import RagRow, read_rows
+from ragsense.errors import InputError, ParameterError
+from ragsense.tables import render_table
+
+SCORE_FIELD = "consens"
+ERRORS_SHOWN = 10
+"""Row errors listed one by one; the rest are counted (a file of 10,000 unlabelled rows is one mistake)."""
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser(
+        "calibrate",
+        help="fit the ConSens verdict bands on your own labelled rows (a file for --bands)",
+        description=(
+            "Fit where a ConSens score becomes 'grounded' and 'ungrounded' on rows you labelled "
+            "(a 'label' column: 1 grounded, 0 not), for a target precision of each verdict, and write "
+            "them to a bands file that evaluate, grounding and report read with --bands FILE. Rows that "
+            "already carry the score (an evaluate output) are not scored again. Prints the in-sample and "
+            "cross-validated precision and coverage of each verdict with 95%% intervals (docs/calibrate.md). "
+            "Exit codes: 0 written; 3 written, some rows had errors (listed, left out); 2 usage error or "
+            "too few rows of a class (nothing written)."
+        ),
+    )
+    parser.add_argument("input", metavar="LABELED", help="labelled rows: .jsonl, .json, .csv or .parquet")
+    parser.add_argument("-o", "--output", required=True, help="the bands file to write (JSON)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    numbers: list[tuple[str, type, float, str]] = [
+        ("--target-precision", float, DEFAULT_TARGET_PRECISION, "precision each verdict must reach"),
+        ("--folds", int, DEFAULT_FOLDS, "cross-validation folds"),
+        ("--min-per-class", int, DEFAULT_MIN_PER_CLASS, "refuse with fewer labelled rows of either class"),
+    ]
+    for flag, kind, default, what in numbers:
+        parser.add_argument(flag, type=kind, default=default, help=f"{what} (default {default})")
+    parser.add_argument(
+        "--metric", choices=["consens"], default="consens", help="the score to calibrate (default consens)"
+    )
+    add_aggregation_option(parser, "the ConSens score the bands are for")
+    add_model_options(parser)
+    parser.set_defaults(run=run_calibrate)
+
+
+def label_of(record: Mapping[str, Any], where: int | str) -> int:
+    """The row's label, 1 or 0 (CSV gives ``"1"``); anything else is an InputError naming the row.
+
+    >>> label_of({"label": "1"}, 3), label_of({"label": 0.0}, 4)
+    (1, 0)
+    >>> label_of({"label": "yes"}, 5)
+    Traceback (most recent call last):
+    ...
+    ragsense.errors.InputError: row 5, field 'label': expected 1 (grounded) or 0 (not grounded), got 'yes'
+    """
+    if "label" not in record or record["label"] is None or record["label"] == "":
+        raise InputError("missing; label each row 1 (grounded) or 0 (not grounded)", row=where, field="label")
+    value = record["label"]
+    number: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str) and value.strip() in ("0", "1"):
+        number = float(value.strip())
+    if number not in (0.0, 1.0):
+        raise InputError(
+            f"expected 1 (grounded) or 0 (not grounded), got {value!r}", row=where, field="label"
+        )
+    return int(number == 1.0)
+
+
+def score_of(record: Mapping[str, Any], aggregation: str, where: int | str) -> float:
+    """The row's score under ``aggregation``: from ``consens_by_aggregation`` (any aggregation an
+    evaluate output scored), else ``consens`` when the row's ``aggregation`` is this one (or unnamed)."""
+    by_aggregation = record.get("consens_by_aggregation")
+    if isinstance(by_aggregation, str):  # a CSV cell holds the JSON text
+        try:
+            by_aggregation = json.loads(by_aggregation)
+        except json.JSONDecodeError:
+            by_aggregation = None
+    if isinstance(by_aggregation, Mapping) and aggregation in by_aggregation:
+        value, field = by_aggregation[aggregation], "consens_by_aggregation"
+    else:
+        scored_with = record.get("aggregation")
+        if scored_with not in (None, "", aggregation):
+            raise InputError(
+                f"scored with {scored_with}, not {aggregation}: use --aggregation {scored_with}, or drop "
+                "the score fields to have the rows scored again",
+                row=where,
+                field="aggregation",
+            )
+        value, field = record.get(SCORE_FIELD), SCORE_FIELD
+    try:
+        score = float(value) if isinstance(value, int | float | str) and not isinstance(value, bool) else None
+    except ValueError:
+        score = None
+    if score is None or not math.isfinite(score):
+        raise InputError(f"expected a finite score, got {value!r}", row=where, field=field)
+    return score
+
+
+def _where(record: Mapping[str, Any], index: int) -> int | str:
+    rid = record.get("id")
+    return str(rid) if rid not in (None, "") else index
+
+
+def _scoring_error(record: Mapping[str, Any], where: int | str) -> InputError | None:
+    """The first error the scoring run recorded on the row (either output format), if any."""
+    errors = record.get("errors") or ([record["error"]] if isinstance(record.get("error"), Mapping) else [])
+    if not errors or not isinstance(errors, list) or not isinstance(errors[0], Mapping):
+        return None
+    first = errors[0]
+    return InputError(f"not scored: {first.get('message')}", row=where, field=first.get("field"))
+
+
+def _is_refusal(record: Mapping[str, Any]) -> bool:
+    return record.get("verdict") == "refusal" or record.get("refusal") is True
+
+
+def _read(path: str) -> tuple[list[dict[str, Any]], list[InputError | None]]:
+    """Every row's fields, and for each the error that makes it unusable before scoring (or None)."""
+    records: list[dict[str, Any]] = []
+    problems: list[InputError | None] = []
+    for index, item in enumerate(read_rows(path, require_answer=False)):
+        if isinstance(item, RagRow):
+            record = item.to_record()
+            records.append(record)
+            problem: InputError | None = None
+            try:
+                label_of(record, _where(record, index))
+            except InputError as exc:
+                problem = exc
+            problems.append(problem)
+        else:
+            records.append(item.to_record())
+            problems.append(
+                InputError(item.message, row=item.id if item.id is not None else index, field=item.field)
+            )
+    return records, problems
+
+
+def _score(args: argparse.Namespace, path: str) -> list[dict[str, Any]]:
+    """The rows scored by ConSens on the evaluation spine (nothing recorded: the fit is the product)."""
+    from ragsense.evaluation import evaluate
+    from ragsense.metrics import ConSens
+
+    model, options = model_spec_from_args(args)
+    metric = ConSens(model, aggregation=args.aggregation, model_options=options)
+    return list(evaluate(path, [metric], desc="calibrate", store=None).rows)
+
+
+def _fit_inputs(
+    records: Sequence[Mapping[str, Any]], problems: list[InputError | None], aggregation: str
+) -> tuple[list[float], list[int], int]:
+    """Scores and labels of the usable rows (refusals left out and counted); ``problems`` is filled in
+    with each other row's error."""
+    scores: list[float] = []
+    labels: list[int] = []
+    refusals = 0
+    for index, record in enumerate(records):
+        if problems[index] is not None:
+            continue
+        where = _where(record, index)
+        try:
+            failed = _scoring_error(record, where)
+            if failed is not None:
+                raise failed
+            label = label_of(record, where)
+            if _is_refusal(record):
+                refusals += 1
+                continue
+            scores.append(score_of(record, aggregation, where))
+            labels.append(label)
+        except InputError as exc:
+            problems[index] = exc
+    return scores, labels, refusals
+
+
+def fmt_share(figures: Mapping[str, Any], key: str) -> str:
+    value = figures[key]
+    if value is None:
+        return "-"
+    lo, hi = figures[f"{key}_ci95"]
+    return f"{value:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def fit_table(bands: Bands) -> str:
+    """The fit as a short table: each verdict's edge, in-sample and cross-validated figures."""
+    fit = bands.fit
+    rows = []
+    for side, edge in (
+        ("grounded", f">= {bands.grounded_at:+.3f}"),
+        ("ungrounded", f"< {bands.ungrounded_below:+.3f}"),
+    ):
+        figures = fit[side]
+        inside, cv = figures["in_sample"], figures["cross_validated"]
+        rows.append(
+            [
+                side,
+                edge if figures["calls"] else "(calls none)",
+                fmt_share(inside, "precision"),
+                fmt_share(inside, "coverage"),
+                fmt_share(cv, "precision"),
+                fmt_share(cv, "coverage"),
+            ]
+        )
+    headers = [
+        "verdict",
+        "score",
+        "precision",
+        "coverage",
+        f"{fit['folds']}-fold CV precision",
+        "CV coverage",
+    ]
+    return render_table(headers, rows, [10, 12, 18, 18, 22, 18])
+
+
+def _notes(bands: Bands) -> list[str]:
+    fit = bands.fit
+    notes = []
+    for side in ("grounded", "ungrounded"):
+        if not fit[side]["calls"]:
+            notes.append(
+                f"note: no {side} edge reaches precision {fit['target_precision']} on these rows with at "
+                f"least {fit['min_called']} rows called; these bands never say '{side}'"
+            )
+    if fit["clipped"]:
+        notes.append("note: the two edges crossed; ungrounded_below was clipped down to grounded_at")
+    return notes
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    output = Path(args.output)
+    if output.exists() and not args.overwrite:
+        raise FileExistsError(f"output file {str(output)!r} already exists; replace it with --overwrite")
+    aggregation = Aggregation(args.aggregation).value
+    # Settings are checked before any model loads (calibrate_bands checks them again).
+    if not 0.0 < args.target_precision <= 1.0:
+        raise ParameterError(
+            f"must be in (0, 1], got {args.target_precision}", parameter="--target-precision"
+        )
+    if args.folds < 2:
+        raise ParameterError(f"must be at least 2, got {args.folds}", parameter="--folds")
+    records, problems = _read(args.input)
+    # Refuse too few labels before any model loads; refusals found by scoring can only lower the counts.
+    labelled = [label_of(r, i) for i, (r, p) in enumerate(zip(records, problems, strict=True)) if p is None]
+    check_classes(sum(labelled), len(labelled) - sum(labelled), args.min_per_class)
+    if not any(SCORE_FIELD in r for r in records):
+        # The spine's rows are the input's, in order; rows it could not parse carry their error.
+        records = _score(args, args.input)
+    scores, labels, refusals = _fit_inputs(records, problems, aggregation)
+    settings = {
+        "target_precision": args.target_precision,
+        "folds": args.folds,
+        "min_per_class": args.min_per_class,
+    }
+    origin = f"ragsense calibrate {args.input} ({len(records)} rows)"
+    bands = calibrate_bands(scores, labels, score=aggregation, origin=origin, refusals=refusals, **settings)
+    errors = [p for p in problems if p is not None]
+    fit = {**bands.fit, "input": str(args.input), "input_rows": len(records), "row_errors": len(errors)}
+    bands = dataclasses.replace(bands, fit=fit)
+    bands.save(output)
+    print(
+        f"ConSens {aggregation} bands from {len(scores)} of {len(records)} rows of {args.input} "
+        f"({bands.fit['label_1']} grounded, {bands.fit['label_0']} not; refusals left out: {refusals}; "
+        f"row errors: {len(errors)}), target precision {args.target_precision}"
+    )
+    print(fit_table(bands))
+    lines = _notes(bands)
+    lines += [f"row error: {e}" for e in errors[:ERRORS_SHOWN]]
+    if len(errors) > ERRORS_SHOWN:
+        lines.append(f"... and {len(errors) - ERRORS_SHOWN} more row errors")
+    lines.append(f"wrote {output} (use it with --bands {output})")
+    print("\n".join(lines), file=sys.stderr)
+    return EXIT_ROW_ERRORS if errors else EXIT_OK
