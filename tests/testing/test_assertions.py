@@ -13,7 +13,7 @@ import pytest
 
 import ragsense.evaluation
 from ragsense import evaluate
-from ragsense.consens import DEFAULT_AGGREGATION, GROUNDED_AT, Aggregation, default_bands
+from ragsense.consens import DEFAULT_AGGREGATION, GROUNDED_AT, Aggregation, Bands, default_bands
 from ragsense.errors import InputError, ModelNotFoundError, ParameterError
 from ragsense.models import DEFAULT_MODEL
 from ragsense.testing import (
@@ -94,7 +94,8 @@ def test_failure_message_has_score_threshold_verdict_and_weakest_words(
     message = str(error)
     first = message.splitlines()[0]
     assert f"consens {error.consens:+.3f}" in first and f"min_consens {GROUNDED_AT:+.3f}" in first
-    assert f"verdict {error.row['verdict']!r}" in first and "q25" in first and "model fake" in first
+    assert f"verdict {error.row['verdict']!r}" in first and "model fake" in first
+    assert f", {DEFAULT_AGGREGATION.value}, " in first
     assert f"answer:   {UNGROUNDED}" in message
     weakest = _weakest_words(message)
     # The five lowest contrasts, lowest first; Delqvist (in the context) is not among them.
@@ -215,14 +216,20 @@ ROWS = [
 def test_assert_scores_checks_means_over_an_evaluation_or_rows() -> None:
     run = evaluate(ROWS, ["consens"], model="fake", progress=False)
     mean = (run.rows[0]["consens"] + run.rows[1]["consens"]) / 2
-    assert assert_scores(run, consens=mean - 0.01) == {"consens": pytest.approx(mean)}
-    assert assert_scores(run.rows, consens=-1.0) == {"consens": pytest.approx(mean)}
-    assert assert_scores(run.rows[0], consens=0.5) == {"consens": run.rows[0]["consens"]}
+    # max_share={}: the mean alone (the weak row's verdict depends on the default bands).
+    assert assert_scores(run, max_share={}, consens=mean - 0.01) == {"consens": pytest.approx(mean)}
+    assert assert_scores(run.rows, max_share={}, consens=-1.0) == {"consens": pytest.approx(mean)}
+    assert assert_scores(run.rows[0], consens=0.5) == {"consens": run.rows[0]["consens"], "ungrounded": 0.0}
     with pytest.raises(ScoreAssertionError) as info:
-        assert_scores(run, consens=mean + 0.01)
+        assert_scores(run, max_share={}, consens=mean + 0.01)
     assert isinstance(info.value, AssertionError)
     assert f"consens: mean {mean:+.3f} < {mean + 0.01:+.3f} (2 rows)" in str(info.value)
     assert info.value.means == {"consens": pytest.approx(mean)}
+    # The rows under the minimum are listed with their verdicts.
+    low = [r for r in run.rows if r["consens"] < mean + 0.01]
+    assert f"row {low[0]['_row']}: verdict {low[0]['verdict']}, consens {low[0]['consens']:+.3f}" in str(
+        info.value
+    )
 
 
 def test_assert_scores_counts_booleans_as_shares_and_lists_every_failure() -> None:
@@ -234,7 +241,7 @@ def test_assert_scores_counts_booleans_as_shares_and_lists_every_failure() -> No
     with pytest.raises(ScoreAssertionError) as info:
         assert_scores(rows, correct=0.75, similarity=0.85)
     message = str(info.value)
-    assert message.startswith("2 of 2 score checks failed (2 rows):")
+    assert message.startswith("2 of 2 checks failed (2 rows):")
     assert "correct: mean +0.500" in message and "similarity: mean +0.800" in message
 
 
@@ -246,8 +253,12 @@ def test_assert_scores_fails_when_a_row_was_not_scored() -> None:
         progress=False,
     )
     with pytest.raises(ScoreAssertionError) as info:
-        assert_scores(run, consens=-1.0)
+        assert_scores(run, max_share={}, consens=-1.0)
     assert "consens: 1 of 3 rows not scored (row 2: consens: answer:" in str(info.value)
+    # The share check too: a row with no verdict is not a row without an ungrounded verdict.
+    with pytest.raises(ScoreAssertionError) as info:
+        assert_scores(run, max_share={"ungrounded": 1.0})
+    assert "verdict: 1 of 3 rows not scored (row 2: consens: answer:" in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -258,12 +269,115 @@ def test_assert_scores_fails_when_a_row_was_not_scored() -> None:
         ([{"consens": 0.5}], {"vera": 0.1}, "vera"),
         ([{"consens": 0.5}], {"consens": "high"}, "consens"),
         ("rows.jsonl", {"consens": 0.1}, "result"),
+        ([{"consens": 0.5, "verdict": "grounded"}], {"max_share": {"ungroundd": 0.1}}, "max_share"),
+        (
+            [{"consens": 0.5, "verdict": "grounded"}],
+            {"max_share": {"ungrounded": 1.5}},
+            "max_share['ungrounded']",
+        ),
+        ([{"consens": 0.5}], {"max_share": {"ungrounded": 0.1}}, "max_share"),
+        ([{"consens": 0.5}], {"bands": "no-such-bands.json"}, "bands"),
+        ([{"similarity": 0.5}], {"bands": Bands("q25", 0.1, 0.0), "similarity": 0.1}, "bands"),
     ],
 )
 def test_assert_scores_bad_parameters(result: Any, thresholds: dict[str, Any], parameter: str) -> None:
     with pytest.raises(ParameterError) as info:
         assert_scores(result, **thresholds)
     assert info.value.parameter == parameter
+
+
+# The run that misled users: a mean of +0.22 over five rows, three of them ungrounded.
+THREE_OF_FIVE: list[dict[str, Any]] = [
+    {"id": f"r{i}", "consens": c, "verdict": v, "aggregation": DEFAULT_AGGREGATION.value, "errors": []}
+    for i, (c, v) in enumerate(
+        [
+            (0.9, "grounded"),
+            (0.8, "grounded"),
+            (-0.3, "ungrounded"),
+            (-0.2, "ungrounded"),
+            (-0.1, "ungrounded"),
+        ]
+    )
+]
+
+
+def test_three_of_five_ungrounded_fails_the_default_share_check_but_passes_a_mean() -> None:
+    assert assert_scores(THREE_OF_FIVE, max_share={}, consens=0.02) == {"consens": pytest.approx(0.22)}
+    with pytest.raises(ScoreAssertionError) as info:
+        assert_scores(THREE_OF_FIVE)
+    lines = str(info.value).splitlines()
+    assert lines[:2] == [
+        "1 of 1 checks failed (5 rows):",
+        "  share ungrounded 60% [23%, 88%] (3 of 5) > 0% (95% Wilson interval)",
+    ]
+    assert lines[2:] == [
+        f"    row r{i}: verdict ungrounded, consens {c:+.3f}" for i, c in [(2, -0.3), (3, -0.2), (4, -0.1)]
+    ]
+    assert info.value.shares == {"ungrounded": 0.6} and info.value.max_share == {"ungrounded": 0.0}
+    # With a mean check as well, both are judged and the mean's pass does not hide the share's failure.
+    with pytest.raises(ScoreAssertionError) as info:
+        assert_scores(THREE_OF_FIVE, consens=0.02)
+    assert str(info.value).startswith("1 of 2 checks failed (5 rows):")
+    copy = pickle.loads(pickle.dumps(info.value))
+    assert (
+        str(copy) == str(info.value) and copy.shares == info.value.shares and copy.means == info.value.means
+    )
+    # A looser ceiling passes and returns the share.
+    assert assert_scores(THREE_OF_FIVE, max_share={"ungrounded": 0.6}) == {"ungrounded": 0.6}
+
+
+def test_share_messages_cap_the_listed_rows_and_count_errors() -> None:
+    many = [dict(THREE_OF_FIVE[2], id=f"u{i}") for i in range(_assertions.LISTED_ROWS + 3)]
+    with pytest.raises(ScoreAssertionError) as info:
+        assert_scores(many)
+    message = str(info.value)
+    assert message.count("    row u") == _assertions.LISTED_ROWS and message.endswith("    ... and 3 more")
+    failed = [
+        *THREE_OF_FIVE[:2],
+        dict(THREE_OF_FIVE[2], errors=[{"metric": "vera", "field": None, "message": "judge down"}]),
+    ]
+    with pytest.raises(ScoreAssertionError) as info:
+        assert_scores(failed, max_share={"errors": 0.0})
+    assert "share errors 33% [6%, 79%] (1 of 3) > 0%" in str(info.value) and "vera: judge down" in str(
+        info.value
+    )
+
+
+def test_rows_without_verdicts_are_checked_on_means_only() -> None:
+    rows = [{"similarity": 0.9}, {"similarity": 0.7}]
+    assert assert_scores(rows, similarity=0.5) == {"similarity": pytest.approx(0.8)}
+
+
+def test_assert_scores_bands_read_the_verdicts_again(tmp_path: Any) -> None:
+    # Bands under every score: all five rows grounded; given as an object or as a bands file.
+    lenient = Bands(DEFAULT_AGGREGATION.value, grounded_at=-1.0, ungrounded_below=-1.0, origin="test")
+    assert assert_scores(THREE_OF_FIVE, bands=lenient) == {"ungrounded": 0.0}
+    path = tmp_path / "bands.json"
+    lenient.save(path)
+    assert assert_scores(THREE_OF_FIVE, bands=str(path)) == {"ungrounded": 0.0}
+    assert all(r["verdict"] != "grounded" for r in THREE_OF_FIVE[2:])  # the caller's rows are untouched
+    # Strict bands: every row ungrounded, except a refusal, which the bands do not decide.
+    strict = Bands(DEFAULT_AGGREGATION.value, grounded_at=1.0, ungrounded_below=1.0)
+    refusal = dict(THREE_OF_FIVE[0], id="no", verdict="refusal")
+    with pytest.raises(ScoreAssertionError) as info:
+        assert_scores([*THREE_OF_FIVE, refusal], bands=strict)
+    assert "(5 of 6)" in str(info.value) and "row no:" not in str(info.value)
+    other = next(a for a in Aggregation if a != DEFAULT_AGGREGATION)
+    with pytest.raises(ParameterError, match="fitted on"):
+        assert_scores(THREE_OF_FIVE, bands=Bands(other.value, 0.1, 0.0))
+
+
+def test_assert_grounded_takes_bands() -> None:
+    strict = Bands(DEFAULT_AGGREGATION.value, grounded_at=1.0, ungrounded_below=0.999)
+    with pytest.raises(GroundingAssertionError) as info:
+        assert_grounded(QUESTION, CONTEXTS[:1], GROUNDED, model="fake", bands=strict, explain=False)
+    assert info.value.threshold == 1.0 and info.value.row["verdict"] == "ungrounded"
+    # Bands fitted on another aggregation set the score when no aggregation is given.
+    other = next(a for a in Aggregation if a != DEFAULT_AGGREGATION)
+    row = assert_grounded(QUESTION, CONTEXTS, GROUNDED, model="fake", bands=Bands(other.value, -1.0, -1.0))
+    assert row["aggregation"] == other.value and row["verdict"] == "grounded"
+    with pytest.raises(ParameterError, match="fitted on"):
+        assert_grounded(QUESTION, CONTEXTS, GROUNDED, model="fake", bands=strict, aggregation=other)
 
 
 def test_loading_the_plugin_imports_no_model_code() -> None:

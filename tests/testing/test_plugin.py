@@ -1,10 +1,12 @@
 """The pytest plugin through pytest itself (pytester): a user's test file run with ``--ragsense-model
-fake`` or the ini option, the failure output, the fixtures, the marker, and unrelated suites."""
+fake`` or the ini option, ``--ragsense-bands`` / ``ragsense_bands``, the failure output, the fixtures,
+the marker, and unrelated suites."""
 
 from __future__ import annotations
 
 import pytest
 
+from ragsense.consens import DEFAULT_AGGREGATION, Bands, default_bands
 from ragsense.testing import _assertions, assert_grounded
 
 pytest_plugins = ["pytester"]
@@ -34,7 +36,7 @@ def test_evaluate_fixture(ragsense_evaluate):
     run = ragsense_evaluate([{"question": QUESTION, "contexts": CONTEXTS,
                               "answer": "It was designed by Mara Delqvist."}], ["consens"])
     assert run.rows[0]["model"] == "fake"
-    assert assert_scores(run, consens=0.02)["consens"] > 0.02
+    assert assert_scores(run) == {"ungrounded": 0.0}
 """
 
 
@@ -54,7 +56,8 @@ def test_option_fixtures_and_failure_output(pytester: pytest.Pytester) -> None:
         [
             "*test_not_grounded*",
             "E * ragsense.testing.GroundingAssertionError: answer is not grounded: consens +0.000 < "
-            "min_consens +0.020 (verdict 'unsure', q25, model fake)",
+            f"min_consens {default_bands().grounded_at:+.3f} (verdict '*', {DEFAULT_AGGREGATION.value}, "
+            "model fake)",
             "E *weakest words (contrast nll_empty - nll_context*",
             "E *Frank *+0.00",
             "E *documents the answer rests on*",
@@ -81,6 +84,72 @@ def test_ini_option_and_command_line_precedence(pytester: pytest.Pytester) -> No
     result = pytester.runpytest("--ragsense-model", "no-such-model", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*ModelNotFoundError*no-such-model*"])
+
+
+BANDS_TESTS = """
+from ragsense.testing import assert_grounded, assert_scores
+
+QUESTION = "Who designed the Zorvian Museum?"
+CONTEXTS = ["It was designed by the architect Mara Delqvist."]
+GROUNDED = "It was designed by Mara Delqvist."
+
+
+def test_bands_fixture(ragsense_bands):
+    assert ragsense_bands.origin == "strict-test"
+
+
+def test_assert_grounded_uses_the_bands():
+    assert_grounded(QUESTION, CONTEXTS, GROUNDED)
+
+
+def test_evaluate_fixture_uses_the_bands(ragsense_evaluate):
+    run = ragsense_evaluate([{"question": QUESTION, "contexts": CONTEXTS, "answer": GROUNDED}], "consens")
+    assert run.rows[0]["verdict"] == "ungrounded"
+    assert run.metrics[0].settings["bands"]["origin"] == "strict-test"
+    assert_scores(run)
+"""
+
+
+def test_bands_option_and_ini_reach_assertions_and_fixtures(pytester: pytest.Pytester) -> None:
+    before = _assertions._session_bands
+    # Bands no answer can reach: a grounded answer is "ungrounded" under them.
+    strict = Bands(DEFAULT_AGGREGATION.value, grounded_at=1.0, ungrounded_below=1.0, origin="strict-test")
+    strict.save(pytester.path / "strict.json")
+    pytester.makepyfile(test_bands=BANDS_TESTS)
+    result = pytester.runpytest(
+        "--ragsense-model", "fake", "--ragsense-bands", "strict.json", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*GroundingAssertionError: answer is not grounded: consens * < min_consens +1.000 "
+            "(verdict 'ungrounded'*",
+            "*ScoreAssertionError: 1 of 1 checks failed (1 row):",
+            "*share ungrounded 100% [[]21%, 100%[]] (1 of 1) > 0% (95% Wilson interval)",
+            "*row 0: verdict ungrounded, consens *",
+        ]
+    )
+    assert _assertions._session_bands == before  # the inner session gave this one its bands back
+    # The ini option, read from the ini file's folder, does the same.
+    pytester.mkdir("conf")
+    strict.save(pytester.path / "conf" / "bands.json")
+    pytester.makeini("[pytest]\nragsense_model = fake\nragsense_bands = conf/bands.json\n")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1, failed=2)
+    # Without bands: the defaults, and the fixture is None.
+    pytester.makeini("[pytest]\nragsense_model = fake\n")
+    pytester.makepyfile(test_bands="def test_none(ragsense_bands):\n    assert ragsense_bands is None\n")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_a_bad_bands_file_stops_the_session(pytester: pytest.Pytester) -> None:
+    (pytester.path / "bad.json").write_text('{"format": "something else"}')
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    result = pytester.runpytest("--ragsense-bands", "bad.json", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--ragsense-bands / ragsense_bands: *bad.json*not a ragsense bands file*"])
+    result = pytester.runpytest("--ragsense-bands", "missing.json", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*cannot read bands file*missing.json*"])
 
 
 def test_marker_is_registered_for_strict_markers(pytester: pytest.Pytester) -> None:

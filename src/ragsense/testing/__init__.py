@@ -2,20 +2,31 @@
 
 Gate an app in its own test suite: :func:`assert_grounded` fails the test when an answer is not
 grounded in its contexts and says which words and documents are at fault; :func:`assert_scores`
-checks the mean of any metric's score over a run. docs/testing.md has the plugin's options.
+fails a run with too many rows of a verdict (by default: any ``ungrounded`` row), listing them, and
+can also check the mean of any metric's score. Both take ``bands=`` (verdict bands from
+``ragsense calibrate``). docs/testing.md has the plugin's options.
 
->>> from ragsense.testing import assert_grounded
+>>> from ragsense.testing import assert_grounded, assert_scores
 >>> row = assert_grounded("Where is the Eiffel Tower?", "The Eiffel Tower stands in Paris, France.",
 ...                       "It stands in Paris, France.", model="fake")
->>> row["verdict"], row["consens"] >= 0.02
-('grounded', True)
+>>> row["verdict"]
+'grounded'
+>>> assert_scores([row])
+{'ungrounded': 0.0}
 """
 
 from ragsense.testing._assertions import (
+    DEFAULT_MAX_SHARE,
     GroundingAssertionError,
     ScoreAssertionError,
     assert_grounded,
     assert_scores,
 )
 
-__all__ = ["GroundingAssertionError", "ScoreAssertionError", "assert_grounded", "assert_scores"]
+__all__ = [
+    "DEFAULT_MAX_SHARE",
+    "GroundingAssertionError",
+    "ScoreAssertionError",
+    "assert_grounded",
+    "assert_scores",
+]

@@ -8,29 +8,44 @@ imported inside the functions.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragsense.errors import InputError, ModelCallError, ParameterError
 
 if TYPE_CHECKING:
-    from ragsense.consens import Aggregation
+    from ragsense.consens import Aggregation, Bands
     from ragsense.evaluation import Evaluation
     from ragsense.models import ModelSpec
 
 WEAKEST_WORDS = 5
 """How many answer words a failure message lists (those the context helped least)."""
+LISTED_ROWS = 10
+"""How many failing rows an ``assert_scores`` message lists per check (then "... and N more")."""
+DEFAULT_MAX_SHARE: Mapping[str, float] = {"ungrounded": 0.0}
+"""What ``assert_scores`` checks when given no ``max_share``: no row may be ``ungrounded``."""
 _TEXT_WIDTH = 100
 
 # The model ``assert_grounded(model=None)`` uses while a pytest session with the plugin runs (its
 # ``--ragsense-model`` / ``ragsense_model``); None outside pytest: the library default.
 _session_model: str | None = None
+# The session's verdict bands (``--ragsense-bands`` / ``ragsense_bands``); None: ConSens's defaults.
+_session_bands: Bands | None = None
 
 
 def _set_session_model(name: str | None) -> str | None:
     """Set the pytest session's model; returns the one it replaces (the plugin restores it)."""
     global _session_model
     previous, _session_model = _session_model, name
+    return previous
+
+
+def _set_session_bands(bands: Bands | None) -> Bands | None:
+    """Set the pytest session's bands; returns the ones they replace (the plugin restores them)."""
+    global _session_bands
+    previous, _session_bands = _session_bands, bands
     return previous
 
 
@@ -62,19 +77,30 @@ class GroundingAssertionError(AssertionError):
 
 
 class ScoreAssertionError(AssertionError):
-    """``assert_scores`` failed: a score's mean is below its threshold, or rows were not scored.
+    """``assert_scores`` failed: a verdict's share is above its maximum, a score's mean is below its
+    minimum, or rows were not scored.
 
-    ``means`` has the mean of every checked field over the rows that have it; ``thresholds`` the
-    minimums asked for.
+    ``shares`` has the share of every checked verdict (None when no row has a verdict), ``max_share``
+    the maximums asked for; ``means`` the mean of every checked field over the rows that have it,
+    ``thresholds`` the minimums asked for.
     """
 
-    def __init__(self, message: str, means: dict[str, float | None], thresholds: dict[str, float]) -> None:
+    def __init__(
+        self,
+        message: str,
+        means: dict[str, float | None],
+        thresholds: dict[str, float],
+        shares: dict[str, float | None] | None = None,
+        max_share: dict[str, float] | None = None,
+    ) -> None:
         super().__init__(message)
         self.means = means
         self.thresholds = thresholds
+        self.shares = dict(shares or {})
+        self.max_share = dict(max_share or {})
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return type(self), (str(self), self.means, self.thresholds)
+        return type(self), (str(self), self.means, self.thresholds, self.shares, self.max_share)
 
 
 # Shown as ragsense.testing.X in tracebacks and pytest output (they are re-exported there).
@@ -90,15 +116,19 @@ def assert_grounded(
     min_consens: float | None = None,
     model: ModelSpec | None = None,
     aggregation: Aggregation | str | None = None,
+    bands: Bands | str | os.PathLike[str] | None = None,
     explain: bool = True,
 ) -> dict[str, Any]:
     """Assert that ``answer`` is grounded in ``contexts``: its ConSens score is at least ``min_consens``.
 
-    The row is scored by :func:`ragsense.evaluate` with the ConSens metric. ``min_consens`` defaults to
-    the lower edge of the ``grounded`` band of ``aggregation`` (default ``q25``: 0.02,
-    ``ragsense.consens.DEFAULT_BANDS``), so by default the verdict must be ``grounded``. ``model``
-    defaults to the pytest session's ``--ragsense-model`` (ini ``ragsense_model``) under the plugin,
-    else ragsense's default model (``smollm2-135m``); models are loaded once per process.
+    The row is scored by :func:`ragsense.evaluate` with the ConSens metric. ``bands``: the verdict
+    bands (a :class:`~ragsense.consens.Bands` or the path of a file ``ragsense calibrate`` wrote;
+    default: the pytest session's ``--ragsense-bands`` / ini ``ragsense_bands`` under the plugin, else
+    the default bands of ``aggregation``, ``ragsense.consens.default_bands``); given bands also set the
+    aggregation when ``aggregation`` is not given. ``min_consens`` defaults to the bands' lower edge of
+    ``grounded``, so by default the verdict must be ``grounded``. ``model`` defaults to the pytest
+    session's ``--ragsense-model`` (ini ``ragsense_model``) under the plugin, else ragsense's default
+    model (``smollm2-135m``); models are loaded once per process.
 
     Returns the scored output row (``consens``, ``verdict``, ``words``, ... as in docs/metrics.md).
     On failure raises :class:`GroundingAssertionError` whose message has the score, threshold and
@@ -116,11 +146,10 @@ def assert_grounded(
     ...     assert_grounded("Who designs proteins?", ["David Baker designs proteins in Seattle.",
     ...                     "Seattle is in Washington."], "Linus Pauling, in Pasadena.", model="fake")
     ... except GroundingAssertionError as error:
-    ...     print(str(error).splitlines()[0])
-    answer is not grounded: consens +0.000 < min_consens +0.020 (verdict 'unsure', q25, model fake)
+    ...     print(str(error).splitlines()[0][:42])
+    answer is not grounded: consens +0.000 < m
     """
     __tracebackhide__ = True  # pytest shows the test's line and the message, not this function
-    from ragsense.consens import default_bands
     from ragsense.metrics import ConSens
 
     # One string is one document; any other iterable is read once here (a generator would be spent).
@@ -128,54 +157,119 @@ def assert_grounded(
     if isinstance(docs, Iterable) and not isinstance(docs, Sequence):
         docs = list(docs)
     model = model if model is not None else _current_model()
-    metric = ConSens(model, **_aggregation_option(aggregation))
-    threshold = default_bands(metric.aggregation).grounded_at if min_consens is None else min_consens
+    chosen = _bands_of(bands) if bands is not None else _session_bands
+    options = _aggregation_option(aggregation if aggregation is not None or chosen is None else chosen.score)
+    metric = ConSens(model, bands=chosen, **options)
+    threshold = metric.bands.grounded_at if min_consens is None else min_consens
     _check_number(threshold, "min_consens", low=-1.0, high=1.0)
     row = _score_one(question, docs, answer, metric)
     if float(row["consens"]) >= threshold:
         return row
     if explain and isinstance(docs, Sequence) and len(docs) >= 2:
-        row = _score_one(
-            question, docs, answer, ConSens(model, attribution=True, **_aggregation_option(aggregation))
-        )
+        row = _score_one(question, docs, answer, ConSens(model, attribution=True, bands=chosen, **options))
     raise GroundingAssertionError(_grounding_message(row, threshold, explain), row, threshold)
 
 
 def assert_scores(
-    result: Evaluation | Mapping[str, Any] | Iterable[Mapping[str, Any]], /, **min_means: float
+    result: Evaluation | Mapping[str, Any] | Iterable[Mapping[str, Any]],
+    /,
+    *,
+    max_share: Mapping[str, float] | None = None,
+    bands: Bands | str | os.PathLike[str] | None = None,
+    **min_means: float,
 ) -> dict[str, float]:
-    """Assert that each named score's mean over the rows is at least its threshold.
+    """Assert that no verdict is more common than allowed and that each named score's mean is high
+    enough, over the rows of ``result``.
 
-    ``result``: an :class:`~ragsense.Evaluation`, one output row, or a list of rows. ``min_means``:
-    output field = minimum mean, for any metric's numeric field (``consens=0.02``,
+    ``result``: an :class:`~ragsense.Evaluation`, one output row, or a list of rows.
+
+    ``max_share``: verdict = the largest share of rows that may have it (``{"ungrounded": 0.05}``;
+    ``"errors"`` is the share of rows with any error), among the rows with a verdict. Default
+    (:data:`DEFAULT_MAX_SHARE`): no row may be ``ungrounded``, checked whenever the rows have ConSens
+    verdicts; ``max_share={}`` checks none. Verdicts are counted rather than scores averaged because a
+    mean can pass while most rows fail: rows scoring 0.9, 0.8, -0.3, -0.2, -0.1 average +0.22, and
+    three of the five are ``ungrounded``. ``bands``: re-read each ConSens row's verdict from its score
+    with these bands (a :class:`~ragsense.consens.Bands` or a bands file; a ``refusal`` stays one)
+    before counting, e.g. bands ``ragsense calibrate`` fitted on your own data.
+
+    ``min_means``: output field = minimum mean, for any metric's numeric field (``consens=0.02``,
     ``response_adherence=0.8``; a boolean field such as ``correct`` counts as 0/1, so its mean is a
     share). Every row must have a value: a row that the field's metric could not score fails the
-    assertion. Returns the means; raises :class:`ScoreAssertionError` listing every field that
-    failed, or :class:`~ragsense.errors.ParameterError` for a field no row has.
+    assertion, as does a row with no verdict when a share is checked.
 
-    >>> from ragsense import evaluate
-    >>> run = evaluate([{"question": "Who wrote Hamlet?", "contexts": ["Hamlet is by Shakespeare."],
-    ...                  "answer": "Shakespeare wrote Hamlet."}], ["consens"], model="fake", progress=False)
-    >>> assert_scores(run, consens=0.02) == {"consens": run.rows[0]["consens"]}
-    True
-    >>> assert_scores(run, consens=1.0)
+    Returns each observed value: a mean per score, a share per verdict. Raises
+    :class:`ScoreAssertionError` listing every failed check with the share and its 95% Wilson
+    interval (or the mean) and the ids, verdicts and scores of the rows at fault; raises
+    :class:`~ragsense.errors.ParameterError` for a field or verdict that no row has.
+
+    >>> rows = [{"id": f"r{i}", "consens": c, "verdict": v} for i, (c, v) in enumerate(
+    ...     [(0.9, "grounded"), (0.8, "grounded"), (-0.3, "ungrounded"), (-0.2, "ungrounded"),
+    ...      (-0.1, "ungrounded")])]
+    >>> {k: round(v, 3) for k, v in assert_scores(rows, max_share={}, consens=0.02).items()}  # passes
+    {'consens': 0.22}
+    >>> assert_scores(rows)  # the default: no ungrounded row
     Traceback (most recent call last):
     ...
-    ragsense.testing.ScoreAssertionError: 1 of 1 score checks failed (1 row):
-      consens: mean +0.997 < +1.000 (1 row)
+    ragsense.testing.ScoreAssertionError: 1 of 1 checks failed (5 rows):
+      share ungrounded 60% [23%, 88%] (3 of 5) > 0% (95% Wilson interval)
+        row r2: verdict ungrounded, consens -0.300
+        row r3: verdict ungrounded, consens -0.200
+        row r4: verdict ungrounded, consens -0.100
     """
     __tracebackhide__ = True
-    if not min_means:
-        raise ParameterError(
-            "name at least one score and its minimum mean, e.g. consens=0.02", parameter="min_means"
-        )
+    from ragsense.runs import ERRORS, Gate, check_gates
+
     rows = _rows_of(result)
     if not rows:
         raise ParameterError("there are no rows to check", parameter="result")
+    if bands is not None:
+        rows = _with_bands(rows, _bands_of(bands))
+    fields = _verdict_fields(result, rows)
+    known = _verdict_values(result, rows, fields)
+    if max_share is None:
+        limits = {k: v for k, v in DEFAULT_MAX_SHARE.items() if k in known and fields}
+    else:
+        limits = dict(max_share)
+    for name, limit in limits.items():
+        _check_number(limit, f"max_share[{name!r}]", low=0.0, high=1.0)
+        if name != ERRORS and (not fields or name not in known):
+            raise ParameterError(
+                f"no row can have the verdict {name!r} (was its metric run?); verdicts: "
+                f"{', '.join([*sorted(known), ERRORS])}",
+                parameter="max_share",
+            )
     for name, minimum in min_means.items():
         _check_number(minimum, name)
-    means: dict[str, float | None] = {}
+    if not min_means and not limits:
+        raise ParameterError(
+            "nothing to check: the rows have no verdict; name a score and its minimum mean, e.g. "
+            "consens=0.02, or a verdict and its maximum share, max_share={'ungrounded': 0.05}",
+            parameter="min_means",
+        )
+    observed: dict[str, float] = {}
+    shares: dict[str, float | None] = {}
     problems: list[str] = []
+    if limits:
+        unjudged = [i for i, row in enumerate(rows) if all(row.get(f) is None for f in fields)]
+        if fields and unjudged and any(name != ERRORS for name in limits):
+            problems.append(_not_scored("verdict", rows, unjudged, f"no {' or '.join(fields)}"))
+        gates = [Gate("share", name, limit) for name, limit in limits.items()]
+        for gate in check_gates(gates, rows, verdict_fields=fields):
+            shares[gate.gate.name] = gate.value
+            if gate.value is not None:
+                observed[gate.gate.name] = gate.value
+            if not gate.passed:
+                culprits = [
+                    i
+                    for i, row in enumerate(rows)
+                    if (
+                        row.get("errors")
+                        if gate.gate.name == ERRORS
+                        else _has_verdict(row, fields, gate.gate.name)
+                    )
+                ]
+                problems.append(gate.message + _row_lines(rows, culprits, fields))
+    means: dict[str, float | None] = {}
     for name, minimum in min_means.items():
         if not any(name in row for row in rows):
             available = sorted({k for row in rows for k, v in row.items() if _is_number(v)})
@@ -187,22 +281,112 @@ def assert_scores(
         missing = [i for i, row in enumerate(rows) if not _is_number(row.get(name))]
         mean = math.fsum(values) / len(values) if values else None
         means[name] = mean
+        if mean is not None:
+            observed[name] = mean
         if missing:
-            first = rows[missing[0]]
-            why = "; ".join(_error_text(e) for e in first.get("errors") or []) or f"{name} is null"
-            problems.append(
-                f"{name}: {len(missing)} of {len(rows)} rows not scored "
-                f"(row {first.get('_row', missing[0])}: {why})"
-            )
+            problems.append(_not_scored(name, rows, missing, f"{name} is null"))
         elif mean is not None and mean < minimum:
-            problems.append(f"{name}: mean {mean:+.3f} < {minimum:+.3f} ({_plural(len(values), 'row')})")
+            low = [i for i, row in enumerate(rows) if float(row[name]) < minimum]
+            problems.append(
+                f"{name}: mean {mean:+.3f} < {minimum:+.3f} ({_plural(len(values), 'row')})"
+                + _row_lines(rows, low, fields, name)
+            )
     if problems:
-        head = f"{len(problems)} of {len(min_means)} score checks failed ({_plural(len(rows), 'row')}):"
-        raise ScoreAssertionError("\n".join([head, *("  " + p for p in problems)]), means, dict(min_means))
-    return {k: v for k, v in means.items() if v is not None}
+        checks = len(limits) + len(min_means)
+        head = f"{len(problems)} of {checks} checks failed ({_plural(len(rows), 'row')}):"
+        raise ScoreAssertionError(
+            "\n".join([head, *("  " + p for p in problems)]), means, dict(min_means), shares, limits
+        )
+    return observed
 
 
 # ------------------------------------------------------------------------------------------ helpers
+
+
+def _bands_of(bands: Bands | str | os.PathLike[str]) -> Bands:
+    """Bands as given, or read from a bands file (a ParameterError names a bad one)."""
+    from ragsense.consens import Bands
+
+    return bands if isinstance(bands, Bands) else Bands.load(Path(bands))
+
+
+def _with_bands(rows: list[Mapping[str, Any]], bands: Bands) -> list[Mapping[str, Any]]:
+    """Copies of the rows with each ConSens verdict read again from its score under ``bands``."""
+    from ragsense.consens import Aggregation, check_bands
+
+    if not any(_is_number(r.get("consens")) and r.get("verdict") is not None for r in rows):
+        raise ParameterError(
+            "bands apply to ConSens rows (consens and verdict); none here", parameter="bands"
+        )
+    out: list[Mapping[str, Any]] = []
+    for index, row in enumerate(rows):
+        if row.get("verdict") in (None, "refusal") or not _is_number(row.get("consens")):
+            out.append(row)  # a refusal is decided by the answer's words, not by the bands
+            continue
+        try:
+            aggregation = Aggregation(row.get("aggregation", bands.score))
+        except ValueError:
+            raise ParameterError(
+                f"row {_row_id(row, index)} has an unknown aggregation {row.get('aggregation')!r}",
+                parameter="bands",
+            ) from None
+        check_bands(bands, aggregation)  # bands fitted on another score would mislabel every row
+        out.append({**row, "verdict": bands.verdict(float(row["consens"]))})
+    return out
+
+
+def _verdict_fields(result: Any, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The fields holding verdicts: each metric's ``verdict`` field of an Evaluation; in plain rows,
+    ConSens's ``verdict`` when some row has it."""
+    metrics = getattr(result, "metrics", None)
+    if metrics is not None and not isinstance(result, Mapping):
+        return [str(m.verdict) for m in metrics if getattr(m, "verdict", None)]
+    return ["verdict"] if any(row.get("verdict") is not None for row in rows) else []
+
+
+def _verdict_values(result: Any, rows: Sequence[Mapping[str, Any]], fields: Sequence[str]) -> set[str]:
+    """Every verdict the rows could have: those declared by the metrics (ConSens's for plain rows),
+    and those present."""
+    from ragsense.consens import VERDICTS
+
+    metrics = getattr(result, "metrics", None)
+    if metrics is not None and not isinstance(result, Mapping):
+        declared = {str(v) for m in metrics for v in getattr(m, "verdict_values", ())}
+    else:
+        declared = set(VERDICTS) if fields else set()
+    return declared | {str(row[f]) for row in rows for f in fields if row.get(f) is not None}
+
+
+def _has_verdict(row: Mapping[str, Any], fields: Sequence[str], name: str) -> bool:
+    return any(str(row.get(f)) == name for f in fields)
+
+
+def _row_id(row: Mapping[str, Any], index: int) -> str:
+    return str(row.get("id", row.get("_row", index)))
+
+
+def _row_lines(
+    rows: Sequence[Mapping[str, Any]], indices: Sequence[int], fields: Sequence[str], score: str = "consens"
+) -> str:
+    """One line per row at fault (the first :data:`LISTED_ROWS`): its id, verdicts and score."""
+    lines = []
+    for i in indices[:LISTED_ROWS]:
+        row = rows[i]
+        parts = [f"{f} {row.get(f)}" for f in fields if row.get(f) is not None]
+        if _is_number(row.get(score)):
+            parts.append(f"{score} {float(row[score]):+.3f}")
+        if row.get("errors"):
+            parts.append("; ".join(_error_text(e) for e in row["errors"]))
+        lines.append(f"    row {_row_id(row, i)}: {', '.join(parts) or 'no verdict or score'}")
+    if len(indices) > LISTED_ROWS:
+        lines.append(f"    ... and {len(indices) - LISTED_ROWS} more")
+    return "".join("\n" + line for line in lines)
+
+
+def _not_scored(name: str, rows: Sequence[Mapping[str, Any]], missing: Sequence[int], default: str) -> str:
+    first = rows[missing[0]]
+    why = "; ".join(_error_text(e) for e in first.get("errors") or []) or default
+    return f"{name}: {len(missing)} of {len(rows)} rows not scored (row {_row_id(first, missing[0])}: {why})"
 
 
 def _aggregation_option(aggregation: Aggregation | str | None) -> dict[str, Any]:
