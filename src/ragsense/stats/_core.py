@@ -189,8 +189,8 @@ def mean_ci(
     ``resamples`` draws of the values with replacement (NumPy, seeded: same values, same interval);
     ``low``/``high`` are the ``(1 - level) / 2`` quantiles of the resampled means. A mean of resampled
     values cannot leave ``[min, max]`` of the values, so unlike a t interval (mean +- t s / sqrt(n),
-    which at n = 3 ran to [-1.25, +2.10] on a score in [-1, 1]) the interval stays inside the score's
-    range. It is narrow at small n for the same reason: with one value, or identical ones, it is that
+    which on a small run reached [-1.25, +2.10] for a score in [-1, 1]) the interval stays inside the
+    score's range. It is narrow at small n for the same reason: with one value, or identical ones, it is that
     value; read it with the n beside it. Never NaN: an empty or non-finite sample raises ValueError.
 
     >>> m, lo, hi = mean_ci([0.0, 0.0, 1.0])
