@@ -274,3 +274,43 @@ def test_a_missing_bands_file_and_bands_without_consens_exit_2(
     assert "cannot read bands file" in capsys.readouterr().err
     assert main([*args, "--metrics", "similarity", "--bands", str(strict_bands)]) == 2
     assert "--bands sets the verdicts of consens or attribution" in capsys.readouterr().err
+
+
+@pytest.mark.model
+def test_calibrate_with_the_bundled_model(tmp_path: Path) -> None:
+    """Once on the real default model: rows scored through evaluate, finite edges, a usable file."""
+    rows = [
+        {"id": f"g{k}", "question": q, "contexts": [c], "answer": a, "label": 1}
+        for k, (q, c, a) in enumerate(FACTS)
+    ] + [
+        {"id": f"u{k}", "question": q, "contexts": [c], "answer": wrong, "label": 0}
+        for k, ((q, c, _), wrong) in enumerate(zip(FACTS, WRONG, strict=True))
+    ]
+    src = write_rows(tmp_path / "labelled.jsonl", rows)
+    out = tmp_path / "bands.json"
+    assert calibrate(str(src), "-o", str(out), "--min-per-class", "5", "--folds", "2", "--threads", "1") == 0
+    bands = Bands.load(out)
+    assert bands.score == AGG and bands.fit["n"] == 12 and bands.fit["refusals_left_out"] == 0
+    assert -1.0 <= bands.ungrounded_below <= bands.grounded_at
+    # The file works where it is meant to: evaluate reads it back for the same aggregation.
+    args = ["evaluate", str(src), "--no-store", "--table", "never", "--threads", "1", "--bands", str(out)]
+    assert main(args) == 0
+
+
+FACTS = [
+    ("Where is the Eiffel Tower?", "The Eiffel Tower stands in Paris, France.", "It stands in Paris."),
+    ("Who designs proteins?", "David Baker designs proteins in Seattle.", "David Baker designs them."),
+    ("What is the boiling point of water?", "Water boils at 100 degrees Celsius at sea level.",
+     "Water boils at 100 degrees Celsius."),
+    ("Who wrote Hamlet?", "Hamlet is a tragedy written by William Shakespeare.", "Shakespeare wrote it."),
+    ("What is the capital of Japan?", "Tokyo is the capital of Japan.", "The capital is Tokyo."),
+    ("What do bees make?", "Honey bees make honey from the nectar of flowers.", "Bees make honey."),
+]  # fmt: skip
+WRONG = [
+    "It stands in Rome.",
+    "Marie Curie designs them.",
+    "Water boils at 40 degrees Celsius.",
+    "Charles Dickens wrote it.",
+    "The capital is Osaka.",
+    "Bees make silk from leaves.",
+]

@@ -49,9 +49,9 @@ def add_parser(sub: Any) -> None:
         description=(
             "Fit where a ConSens score becomes 'grounded' and 'ungrounded' on rows you labelled "
             "(a 'label' column: 1 grounded, 0 not), for a target precision of each verdict, and write "
-            "them to a bands file that evaluate, grounding and report read with --bands FILE. Rows that "
+            "them to a bands file that evaluate and grounding read with --bands FILE. Rows that "
             "already carry the score (an evaluate output) are not scored again. Prints the in-sample and "
-            "cross-validated precision and coverage of each verdict with 95%% intervals (docs/calibrate.md). "
+            "cross-validated precision and coverage of each verdict with 95% intervals (docs/calibrate.md). "
             "Exit codes: 0 written; 3 written, some rows had errors (listed, left out); 2 usage error or "
             "too few rows of a class (nothing written)."
         ),
