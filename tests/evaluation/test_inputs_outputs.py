@@ -4,6 +4,8 @@ the Evaluation's summary and DataFrame."""
 from __future__ import annotations
 
 import csv
+import doctest
+import importlib
 import json
 import math
 import sys
@@ -413,6 +415,11 @@ def test_summary_text_leads_with_verdict_shares() -> None:
     plain = MetricInfo("answer_length", ("answer_length",), ("answer_length",), None, {})
     text = str(summarize([{"answer_length": 3.0, "errors": []}], [plain], RunStats(1)))
     assert "verdicts" not in text and "answer_length: n=1; answer_length +3.000 [+3.000, +3.000]" in text
+
+
+def test_summary_doctest_runs() -> None:
+    result = doctest.testmod(importlib.import_module("ragsense.evaluation._evaluation"))
+    assert result.attempted >= 1 and result.failed == 0
 
 
 def test_summary_is_never_nan() -> None:

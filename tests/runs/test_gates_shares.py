@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+import pytest
 
 from ragsense.runs import check_gates, parse_gates, write_junit
 from ragsense.stats import share_ci
@@ -64,3 +68,9 @@ def test_junit_failure_message_has_the_share_interval(tmp_path: Path) -> None:
         if c.find("failure") is not None
     ]
     assert row_failures == ["row r2", "row r3", "row r4"]
+
+
+@pytest.mark.parametrize("module", ["ragsense.runs", "ragsense.runs._gates", "ragsense.runs._compare"])
+def test_doctests(module: str) -> None:
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted >= 1 and result.failed == 0

@@ -4,6 +4,8 @@ failure)."""
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import pickle
 import subprocess
 import sys
@@ -388,3 +390,9 @@ def test_loading_the_plugin_imports_no_model_code() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[] 0"
+
+
+@pytest.mark.parametrize("module", ["ragsense.testing", "ragsense.testing._assertions"])
+def test_doctests(module: str) -> None:
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted >= 1 and result.failed == 0
