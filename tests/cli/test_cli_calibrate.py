@@ -111,6 +111,21 @@ def test_another_aggregation_is_read_from_the_scores_an_evaluate_output_carries(
     out = tmp_path / "bands.json"
     assert calibrate(str(scored), "-o", str(out), "--aggregation", OTHER_AGG, "--min-per-class", "10") == 0
     assert Bands.load(out).score == OTHER_AGG
+    # A CSV output holds labels and scores as text and nested fields as JSON text: the same fit.
+    as_csv, from_csv = tmp_path / "scored.csv", tmp_path / "from-csv.json"
+    assert (
+        main(["evaluate", str(src), "--model", "fake", "--no-store", "-o", str(as_csv), "--table", "never"])
+        == 0
+    )
+    assert (
+        calibrate(str(as_csv), "-o", str(from_csv), "--aggregation", OTHER_AGG, "--min-per-class", "10") == 0
+    )
+    a, b = Bands.load(out), Bands.load(from_csv)
+    assert (a.grounded_at, a.ungrounded_below, a.fit["refusals_left_out"]) == (
+        b.grounded_at,
+        b.ungrounded_below,
+        b.fit["refusals_left_out"],
+    )
 
 
 def test_too_few_rows_of_a_class_is_refused_before_anything_is_written(
