@@ -2,7 +2,8 @@
 
 A ``/v1/check`` request goes: Host/Origin (403, every endpoint) -> API key (401) -> media type
 ``application/json`` (415) -> body read under its size limit (413) and its time limit (408) -> in a
-thread: strict UTF-8 JSON without NaN/Infinity or oversized objects (400), the pydantic request model
+thread: no more JSON values than a valid request can hold, counted before parsing (400), strict
+UTF-8 JSON without NaN/Infinity or oversized objects (400), the pydantic request model
 with its list caps (422), counts and characters per field (422) -> per-key slot (429) -> the
 micro-batcher's bounded queue (429 when full) -> the model worker (tokens per field, 422; then ConSens
 on the evaluation runner) -> the policy -> 200. Every refusal is JSON naming its field; no path
@@ -43,8 +44,11 @@ from ragsense.guard._check import Guard, Options, shape_result
 from ragsense.guard._config import GuardConfig
 from ragsense.guard._limits import (
     GuardRequestError,
+    ValueCounter,
     check_request_limits,
+    check_value_count,
     estimate_tokens,
+    max_values,
     parse_json_body,
     token_violation,
 )
@@ -225,7 +229,8 @@ class GuardService:
         return key_id
 
     async def read_body(self, request: Request) -> bytes:
-        """The body, within its size (413) and its time limit (408: a trickled upload is cut off)."""
+        """The body, within its size (413), its time limit (408: a trickled upload is cut off) and a
+        count of its values (400: a body built to be expensive to parse is refused as it arrives)."""
         limit = self.config.limits.max_body_bytes
         declared = request.headers.get("content-length")
         too_big = GuardRequestError(413, "body_too_large", f"the body is over {limit} bytes", field="body")
@@ -233,12 +238,14 @@ class GuardService:
             raise too_big  # refused before a byte of it is read
         chunks: list[bytes] = []
         total = 0
+        values = ValueCounter(max_values(self.config.limits))
         try:
             async with asyncio.timeout(self.config.body_timeout_s):
                 async for chunk in request.stream():
                     total += len(chunk)
                     if total > limit:
                         raise too_big
+                    values.feed(chunk)
                     chunks.append(chunk)
         except TimeoutError:
             self.metrics.reject("body_timeout")
@@ -256,6 +263,7 @@ class GuardService:
 
         Runs in a thread (see the module docstring): it touches nothing shared but read-only settings.
         """
+        check_value_count(raw, max_values(self.config.limits))
         obj = parse_json_body(raw)
         if not isinstance(obj, dict):
             raise GuardRequestError(422, "invalid_request", "the body must be a JSON object", field="body")

@@ -1,0 +1,276 @@
+"""Hostile clients against ``ragsense guard``: do normal clients keep their latency under attack?
+
+    .venv/bin/python benchmarks/bench_guard_hostile.py                      # the fake model (default)
+    .venv/bin/python benchmarks/bench_guard_hostile.py --model smollm2-135m --threads 2 --seconds 60
+
+Starts the guard in a process of its own on 127.0.0.1 (no keys: every caller shares the one
+anonymous key, the worst case for per-key limits), then runs two phases of ``--seconds`` each:
+
+1. **quiet**: ``--clients`` normal clients (16), each sending one row at a time and pausing
+   ``--think-ms`` (100 ms) between its requests, so that the quiet guard is not already saturated
+   (without a pause, 16 clients keep the fake model's guard busy all the time, and the ratio measures
+   how much CPU the attackers take rather than how the guard treats them);
+2. **attack**: the same normal clients, and alongside them
+   - ``--slow`` slow uploads (40, more than the 32 per-key slots): each declares a 100 kB body and
+     sends one byte every ``--slow-interval`` seconds (5), opening a new one when the guard cuts it off;
+   - ``--amplify`` amplification clients (4), each sending ``{"rows": [0, 0, ...]}`` (1 MB,
+     500,000 elements) back to back.
+
+It prints each phase's normal-client latency (p50, p95, p99), their statuses, what the attackers got,
+and the ratio of p95 under attack to quiet (target: at most 1.5), and ends with one JSON line
+(``--output`` also writes it to a file). Everything is bounded: a fixed number of clients, a fixed
+time per phase, the server killed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROW = {
+    "question": "Who designs proteins?",
+    "contexts": ["David Baker designs proteins at the University of Washington."],
+    "answer": "David Baker designs proteins.",
+}
+AMPLIFY_BODY = b'{"rows": [' + b"0," * 499_999 + b"0]}"
+SLOW_DECLARED = 100_000
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _summary(latencies: list[float], statuses: Counter[str]) -> dict[str, Any]:
+    return {
+        "requests": sum(statuses.values()),
+        "statuses": dict(sorted(statuses.items())),
+        "p50_ms": _ms(_percentile(latencies, 0.50)),
+        "p95_ms": _ms(_percentile(latencies, 0.95)),
+        "p99_ms": _ms(_percentile(latencies, 0.99)),
+    }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)
+
+
+async def _normal_client(
+    url: str, until: float, think: float, latencies: list[float], statuses: Counter[str]
+) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        while time.monotonic() < until:
+            await asyncio.sleep(think)
+            started = time.monotonic()
+            try:
+                reply = await client.post("/v1/check", json=ROW)
+                status = str(reply.status_code)
+            except httpx.TransportError as exc:
+                status = type(exc).__name__
+            latencies.append(time.monotonic() - started)
+            statuses[status] += 1
+
+
+async def _slow_upload(port: int, until: float, interval: float, outcomes: Counter[str]) -> None:
+    """One slow upload at a time, a new one whenever the server ends the last, until ``until``."""
+    while time.monotonic() < until:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        head = (
+            f"POST /v1/check HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {SLOW_DECLARED}\r\n\r\n{{"
+        )
+        writer.write(head.encode())
+        try:
+            await writer.drain()
+            status = "open at the end"
+            while time.monotonic() < until:
+                try:  # the server's answer, if it cuts the upload off while we wait
+                    line = await asyncio.wait_for(reader.readline(), min(interval, until - time.monotonic()))
+                except TimeoutError:
+                    writer.write(b" ")
+                    await writer.drain()
+                    continue
+                status = line.decode("latin-1").split(" ")[1] if line else "closed"
+                break
+            outcomes[status] += 1
+        except (ConnectionError, IndexError):
+            outcomes["reset"] += 1
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+
+async def _amplifier(url: str, until: float, outcomes: Counter[str]) -> None:
+    headers = {"content-type": "application/json"}
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        while time.monotonic() < until:
+            try:
+                reply = await client.post("/v1/check", content=AMPLIFY_BODY, headers=headers)
+                outcomes[f"{reply.status_code} ({len(reply.content)} bytes)"] += 1
+            except httpx.TransportError as exc:
+                outcomes[type(exc).__name__] += 1
+
+
+async def _attack(url: str, port: int, args: argparse.Namespace, until: float) -> dict[str, Any]:
+    """Every attacker until ``until``; what each kind got back."""
+    slow: Counter[str] = Counter()
+    amplified: Counter[str] = Counter()
+    await asyncio.gather(
+        *(_slow_upload(port, until, args.slow_interval, slow) for _ in range(args.slow)),
+        *(_amplifier(url, until, amplified) for _ in range(args.amplify)),
+    )
+    return {"slow_uploads": dict(slow), "amplification": dict(amplified)}
+
+
+async def _phase(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    latencies: list[float] = []
+    statuses: Counter[str] = Counter()
+    until = time.monotonic() + args.seconds
+    think = args.think_ms / 1000
+    clients = (_normal_client(url, until, think, latencies, statuses) for _ in range(args.clients))
+    await asyncio.gather(*clients)
+    return _summary(latencies, statuses)
+
+
+def _attacked_phase(url: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The normal clients measured while the attackers, in a process of their own, are at work.
+
+    A process of their own, so that building and sending 1 MB bodies does not slow the normal
+    clients' event loop: the latency measured is the guard's, not the load generator's.
+    """
+    seconds = args.warmup + args.seconds + 1  # the attack covers the measured window on both sides
+    command = [sys.executable, __file__, "--attack-only", str(seconds), "--port", str(port)]
+    command += ["--slow", str(args.slow), "--slow-interval", str(args.slow_interval)]
+    command += ["--amplify", str(args.amplify)]
+    attackers = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    time.sleep(args.warmup)
+    result = asyncio.run(_phase(url, args))
+    out, _ = attackers.communicate(timeout=seconds + 120)
+    result.update(json.loads(out))
+    return result
+
+
+def _start_server(args: argparse.Namespace, port: int) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "ragsense", "guard", "--model", args.model, "--port", str(port)]
+    command += ["--log-level", "warning", "--body-timeout", str(args.body_timeout)]
+    if args.threads is not None:
+        command += ["--threads", str(args.threads)]
+    return subprocess.Popen(command, stderr=subprocess.DEVNULL)
+
+
+def _wait_ready(url: str, server: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the guard exited with {server.returncode}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(url + "/ready", timeout=2).status_code == 200:
+                return
+        time.sleep(0.2)
+    raise SystemExit("the guard did not become ready")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="fake", help="fake (default) or the bundled smollm2-135m")
+    parser.add_argument("--threads", type=int, default=None, help="the guard's torch threads")
+    parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per phase")
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds of attack before measuring")
+    parser.add_argument("--clients", type=int, default=16, help="normal clients")
+    parser.add_argument(
+        "--think-ms", type=float, default=100.0, help="a normal client's pause between its requests"
+    )
+    parser.add_argument("--slow", type=int, default=40, help="slow uploads at once")
+    parser.add_argument("--slow-interval", type=float, default=5.0, help="seconds between their bytes")
+    parser.add_argument("--amplify", type=int, default=4, help="amplification clients")
+    parser.add_argument("--body-timeout", type=float, default=10.0, help="the guard's --body-timeout")
+    parser.add_argument("--output", type=Path, help="also write the JSON result here")
+    parser.add_argument("--attack-only", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.attack_only is not None:  # the attackers' process (see _attacked_phase)
+        url = f"http://127.0.0.1:{args.port}"
+        until = time.monotonic() + args.attack_only
+        print(json.dumps(asyncio.run(_attack(url, args.port, args, until))))
+        return 0
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    load_before = os.getloadavg()  # the machine may be shared: its load is part of the result
+    server = _start_server(args, port)
+    try:
+        _wait_ready(url, server, 300)
+        quiet = asyncio.run(_phase(url, args))
+        attack = _attacked_phase(url, port, args)
+        health = httpx.get(url + "/health", timeout=5).status_code
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    ratio = None
+    if quiet["p95_ms"] and attack["p95_ms"]:
+        ratio = round(attack["p95_ms"] / quiet["p95_ms"], 2)
+    result = {
+        "benchmark": "bench_guard_hostile",
+        "date": time.strftime("%Y-%m-%d"),
+        "model": args.model,
+        "settings": {
+            k: (str(v) if isinstance(v, Path) else v)
+            for k, v in vars(args).items()
+            if k not in ("attack_only", "port")
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_average_1_5_15_before": [round(x, 2) for x in load_before],
+            "load_average_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
+        },
+        "quiet": quiet,
+        "attack": attack,
+        "p95_ratio": ratio,
+        "target_ratio": 1.5,
+        "health_after": health,
+    }
+    for name, phase in (("quiet", quiet), ("attack", attack)):
+        print(
+            f"{name:>6}: {phase['requests']} requests {phase['statuses']}  p50 {phase['p50_ms']} ms  "
+            f"p95 {phase['p95_ms']} ms  p99 {phase['p99_ms']} ms",
+            file=sys.stderr,
+        )
+    print(f"slow uploads: {attack['slow_uploads']}", file=sys.stderr)
+    print(f"amplification: {attack['amplification']}", file=sys.stderr)
+    print(f"p95 under attack / quiet: {ratio} (target <= 1.5)", file=sys.stderr)
+    line = json.dumps(result)
+    print(line)
+    if args.output is not None:
+        args.output.write_text(line + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
