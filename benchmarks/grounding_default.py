@@ -503,18 +503,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     rep = {k: [r for r in rows if not r.dev] for k, rows in sets.items()}
 
     # Rule 3: calibrated, leave-one-set-out on the development halves.
-    loso: dict[str, Callable[[Row], float]] = {}
-    for name in SETS:
-        drop = {name, "halueval", "halueval_matched"} if name.startswith("halueval") else {name}
-        loso[name] = calibrated_score(
-            fit_calibrated({k: v for k, v in dev.items() if k not in drop and k != "halueval_matched"})
-        )
+    loso: dict[tuple[str, str], Callable[[Row], float]] = {}
+    for learner, monotone in learned.items():
+        for name in SETS:
+            drop = {name, "halueval", "halueval_matched"} if name.startswith("halueval") else {name}
+            train = {k: v for k, v in dev.items() if k not in drop and k != "halueval_matched"}
+            loso[learner, name] = calibrated_score(fit_calibrated(train, monotone=monotone))
 
     def dev_auroc(candidate: str, name: str) -> float:
-        score = loso[name] if candidate == "calibrated" else RULE_SCORES[candidate]
+        score = loso[candidate, name] if candidate in learned else simple[candidate]
         return _auroc(dev[name], score)
 
-    candidates = [*RULE_SCORES, "calibrated"]
+    candidates = [*simple, *learned]
     dev_table: dict[str, Any] = {}
     for name in SETS:
         base = {b: round(_auroc(dev[name], BASELINES[b]), 4) for b in _baselines_for(name)}
