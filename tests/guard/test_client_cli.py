@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +91,24 @@ def test_import_ragsense_does_not_import_fastapi_and_a_missing_extra_names_the_i
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "pip install 'ragsense[guard]'" in out
+
+
+def test_bands_file_sets_the_verdicts_and_the_default_threshold(tmp_path: Path) -> None:
+    from ragsense.cli._guard import build_config
+    from ragsense.consens import Bands
+    from ragsense.guard import GuardConfig
+
+    from ._helpers import post, running
+
+    path = tmp_path / "bands.json"
+    Bands("q25", grounded_at=0.999, ungrounded_below=0.998).save(path)
+    config = build_config(build_parser().parse_args(["guard", "--model", "fake", "--bands", str(path)]))
+    assert config.bands is not None and config.policy.min_consens == 0.999
+    explicit = build_parser().parse_args(
+        ["guard", "--model", "fake", "--bands", str(path), "--min-consens", "0.5"]
+    )
+    assert build_config(explicit).policy.min_consens == 0.5
+    with running(GuardConfig(model="fake", bands=config.bands)) as guard:  # no policy: the bands' edge
+        [result] = post(guard.url, ROW).json()["results"]
+    assert result["min_consens"] == 0.999 and result["passed"] is False
+    assert result["verdict"] == "ungrounded" and result["consens"] < 0.998

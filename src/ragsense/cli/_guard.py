@@ -52,7 +52,17 @@ def add_parser(sub: Any) -> None:
     net.add_argument("--log-content", action="store_true", help="also log questions, contexts, answers")
     net.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     policy = parser.add_argument_group("policy")
-    policy.add_argument("--min-consens", type=float, default=None, help="pass threshold (default: 0.02)")
+    policy.add_argument(
+        "--min-consens",
+        type=float,
+        default=None,
+        help="pass threshold (default: the bands' grounded_at, 0.02 with the default bands)",
+    )
+    policy.add_argument(
+        "--bands",
+        metavar="FILE",
+        help="ConSens verdict bands from `ragsense calibrate` (default: the score's default bands)",
+    )
     policy.add_argument(
         "--min-consens-bounds",
         type=float,
@@ -77,7 +87,7 @@ def add_parser(sub: Any) -> None:
 
 def build_config(args: argparse.Namespace) -> Any:
     """The :class:`~ragsense.guard.GuardConfig` the flags describe."""
-    from ragsense.consens import GROUNDED_AT
+    from ragsense.consens import GROUNDED_AT, Bands
     from ragsense.guard import ApiKeys, GuardConfig, Limits, Policy
 
     model, options = model_spec_from_args(args)
@@ -85,7 +95,9 @@ def build_config(args: argparse.Namespace) -> Any:
     limits = Limits(
         **{name: getattr(args, name) for _, name, _ in _LIMIT_FLAGS if getattr(args, name) is not None}
     )
-    min_consens = GROUNDED_AT if args.min_consens is None else args.min_consens
+    bands = None if args.bands is None else Bands.load(args.bands)
+    default_threshold = GROUNDED_AT if bands is None else bands.grounded_at
+    min_consens = default_threshold if args.min_consens is None else args.min_consens
     bounds = (
         None if args.min_consens_bounds is None else (args.min_consens_bounds[0], args.min_consens_bounds[1])
     )
@@ -94,6 +106,7 @@ def build_config(args: argparse.Namespace) -> Any:
         model_options=options,
         judge=args.judge,
         judge_options={},  # a named judge loads with its defaults, as in `ragsense evaluate --judge`
+        bands=bands,
         policy=Policy(min_consens=min_consens, bounds=bounds),
         limits=limits,
         max_batch_rows=args.max_batch_rows,

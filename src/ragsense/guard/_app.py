@@ -142,6 +142,7 @@ class GuardService:
             judge_options=config.judge_options,
             policy=config.policy,
             pool=config.pool,
+            bands=config.bands,
         )
         self.batcher = MicroBatcher(
             self._score,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragsense._async import run_sync
-from ragsense.consens import GROUNDED_AT
+from ragsense.consens import GROUNDED_AT, Bands
 from ragsense.data import RagRow
 from ragsense.errors import ParameterError
 from ragsense.evaluation import Metric, run_rows
@@ -108,8 +108,10 @@ class Guard:
     """ConSens (and optionally VERA adherence) over rows, with a pass/fail policy.
 
     ``model``: the scoring model (name or object; default the bundled SmolLM2-135M); ``judge``: a VERA
-    judge model, which makes ``adherence`` available. Models come from ``pool`` (default: the
-    process-wide pool), so the guard and anything else in the process load each model once.
+    judge model, which makes ``adherence`` available. ``bands``: verdict bands (``ragsense calibrate``)
+    for the results' ``verdict``; without a ``policy``, their ``grounded_at`` is the pass threshold.
+    Models come from ``pool`` (default: the process-wide pool), so the guard and anything else in the
+    process load each model once.
 
     >>> import asyncio
     >>> guard = Guard("fake")
@@ -129,14 +131,16 @@ class Guard:
         judge_options: Mapping[str, Any] | None = None,
         policy: Policy | None = None,
         pool: ModelPool | None = None,
+        bands: Bands | None = None,
     ) -> None:
-        self.policy = policy or Policy()
+        # A verdict of "grounded" and a pass should agree: the bands' edge is the default threshold.
+        self.policy = policy or Policy(min_consens=GROUNDED_AT if bands is None else bands.grounded_at)
         self.pool = pool if pool is not None else shared_pool()
         options = dict(model_options or {})
         # Two ConSens metrics on one model: they share the pool's model and its no-context cache,
         # and differ only in whether leave-one-out prompts are added.
-        self._plain = ConSens(model, model_options=options)
-        self._attributed = ConSens(model, attribution=True, model_options=options)
+        self._plain = ConSens(model, model_options=options, bands=bands)
+        self._attributed = ConSens(model, attribution=True, model_options=options, bands=bands)
         self._vera: Vera | None = None
         if judge is not None:
             self._vera = Vera(

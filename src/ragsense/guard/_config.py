@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragsense.consens import Bands
 from ragsense.guard._auth import ApiKeys
 from ragsense.guard._check import Policy
 from ragsense.guard._limits import Limits
@@ -17,7 +18,9 @@ class GuardConfig:
     """The service's settings. Defaults are the safe ones: no content in logs, bounded everything.
 
     ``model``/``model_options``: the scoring model; ``judge``/``judge_options``: a VERA judge (enables
-    ``adherence``). ``policy``: the pass threshold and the range a request may choose. ``limits``: what
+    ``adherence``). ``bands``: verdict bands (``ragsense calibrate``; default: the score's default
+    bands). ``policy``: the pass threshold and the range a request may choose (default: from the
+    bands' ``grounded_at``, 0.02 with the default bands). ``limits``: what
     a request may hold. Micro-batching: up to ``max_batch_rows`` rows or ``max_batch_tokens`` estimated
     tokens, waiting at most ``max_wait_ms`` for more; at most ``max_queue_rows`` rows wait (then 429).
     ``timeout_s``: a request's limit from arrival to answer (then 504). ``body_timeout_s``: the longest
@@ -39,7 +42,8 @@ class GuardConfig:
     model_options: Mapping[str, Any] = field(default_factory=dict)
     judge: ModelSpec | None = None
     judge_options: Mapping[str, Any] = field(default_factory=dict)
-    policy: Policy = field(default_factory=Policy)
+    bands: Bands | None = None
+    policy: Policy | None = None
     limits: Limits = field(default_factory=Limits)
     max_batch_rows: int = 16
     max_batch_tokens: int = 32_768
