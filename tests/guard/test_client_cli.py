@@ -45,9 +45,9 @@ def test_in_process_check_equals_the_server(open_guard: RunningGuard) -> None:
         served = client.check(ROW["question"], ROW["contexts"], ROW["answer"], attribution=True).results[0]
     local = check(ROW["question"], ROW["contexts"], ROW["answer"], model="fake", attribution=True)
     assert local == {**served, "id": "0"}
+    seattle = "David Baker designs proteins in Seattle."  # a score below 1 by any default
     assert (
-        check(ROW["question"], ROW["contexts"], ROW["answer"], model="fake", min_consens=0.9999)["passed"]
-        is False
+        check(ROW["question"], ROW["contexts"], seattle, model="fake", min_consens=0.9999)["passed"] is False
     )
 
 
@@ -95,20 +95,23 @@ def test_import_ragsense_does_not_import_fastapi_and_a_missing_extra_names_the_i
 
 def test_bands_file_sets_the_verdicts_and_the_default_threshold(tmp_path: Path) -> None:
     from ragsense.cli._guard import build_config
-    from ragsense.consens import Bands
+    from ragsense.consens import DEFAULT_AGGREGATION, Bands
     from ragsense.guard import GuardConfig
 
     from ._helpers import post, running
 
+    row = {**ROW, "answer": "Marie Curie studied radium in Paris."}
+    score = check(row["question"], row["contexts"], row["answer"], model="fake")["consens"]
+    edge = round((score + 1) / 2, 6)  # above this row's score: its verdict must turn ungrounded
     path = tmp_path / "bands.json"
-    Bands("q25", grounded_at=0.999, ungrounded_below=0.998).save(path)
+    Bands(DEFAULT_AGGREGATION.value, grounded_at=edge, ungrounded_below=edge).save(path)
     config = build_config(build_parser().parse_args(["guard", "--model", "fake", "--bands", str(path)]))
-    assert config.bands is not None and config.policy.min_consens == 0.999
+    assert config.bands is not None and config.policy.min_consens == edge
     explicit = build_parser().parse_args(
         ["guard", "--model", "fake", "--bands", str(path), "--min-consens", "0.5"]
     )
     assert build_config(explicit).policy.min_consens == 0.5
     with running(GuardConfig(model="fake", bands=config.bands)) as guard:  # no policy: the bands' edge
-        [result] = post(guard.url, ROW).json()["results"]
-    assert result["min_consens"] == 0.999 and result["passed"] is False
-    assert result["verdict"] == "ungrounded" and result["consens"] < 0.998
+        [result] = post(guard.url, row).json()["results"]
+    assert result["min_consens"] == edge and result["passed"] is False
+    assert result["verdict"] == "ungrounded" and result["consens"] == score

@@ -200,3 +200,16 @@ def test_commas_inside_texts_do_not_count_as_values(open_guard: RunningGuard) ->
     rows = [{**ROW, "contexts": [document, 'a "quoted", \\ text, ' * 40]} for _ in range(4)]
     assert post(open_guard.url, {"rows": rows}).status_code == 200
     assert post(open_guard.url, {**ROW, "contexts": [document]}).status_code == 200
+
+
+def test_a_hostile_body_is_refused_late_and_holds_no_slot() -> None:
+    """A client looping amplification bodies gets one refusal per delay, not hundreds a second."""
+    body = b'{"rows": [' + b"0," * 100_000 + b"0]}"
+    config = GuardConfig(model="fake", hostile_delay_s=0.8, concurrency_per_key=1)
+    with running(config) as guard, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        started = time.monotonic()
+        refused = pool.submit(post, guard.url, body)
+        time.sleep(0.2)
+        assert post(guard.url, ROW).status_code == 200  # the one slot is free meanwhile
+        assert refused.result().status_code == 400
+        assert time.monotonic() - started >= 0.8

@@ -80,6 +80,12 @@ def add_parser(sub: Any) -> None:
     batching.add_argument(
         "--body-timeout", type=float, default=10.0, help="seconds to receive a request's body (then 408)"
     )
+    batching.add_argument(
+        "--hostile-delay",
+        type=float,
+        default=1.0,
+        help="seconds before refusing a body with more JSON values than any valid request",
+    )
     for flag, _, text in _LIMIT_FLAGS:
         batching.add_argument(flag, type=int, default=None, help=f"limit: {text}")
     parser.set_defaults(run=run)
@@ -115,6 +121,7 @@ def build_config(args: argparse.Namespace) -> Any:
         max_queue_rows=args.queue_rows,
         timeout_s=args.timeout,
         body_timeout_s=args.body_timeout,
+        hostile_delay_s=args.hostile_delay,
         api_keys=keys,
         concurrency_per_key=args.per_key_concurrency,
         rate_per_key=args.per_key_rate,

@@ -331,6 +331,10 @@ class GuardService:
             status = exc.status
             if status in (413, 415, 422, 400):
                 self.metrics.reject("invalid")
+            if exc.kind == "too_many_values":
+                # No client sends that by mistake: answer it late, so that a connection looping such
+                # bodies sends one a second rather than hundreds (holding no slot meanwhile).
+                await asyncio.sleep(self.config.hostile_delay_s)
             headers = {**exc.headers, "X-Request-ID": request_id} if request_id != "-" else exc.headers
             return _json(exc.body(), status, headers)
         except ClientDisconnect:  # gone while sending its body: no one to answer

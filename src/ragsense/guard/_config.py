@@ -25,7 +25,9 @@ class GuardConfig:
     tokens, waiting at most ``max_wait_ms`` for more; at most ``max_queue_rows`` rows wait (then 429).
     ``timeout_s``: a request's limit from arrival to answer (then 504). ``body_timeout_s``: the longest
     a client may take to send its body (then 408): a slow upload holds no slot while it lasts, and this
-    bounds how long it holds its connection. ``api_keys``: accepted keys
+    bounds how long it holds its connection. ``hostile_delay_s``: how long the refusal of a body with
+    more JSON values than any valid request waits (no client sends one by mistake; a client looping
+    them is slowed to one per delay per connection). ``api_keys``: accepted keys
     (none: open, loopback only unless the server is started insecure). ``concurrency_per_key``,
     ``rate_per_key`` (requests a second), ``burst``: per-key limits (then 429). ``log_content``: also
     log questions, contexts and answers. ``warmup``: score one row before reporting ready.
@@ -51,6 +53,7 @@ class GuardConfig:
     max_queue_rows: int = 64
     timeout_s: float = 30.0
     body_timeout_s: float = 10.0
+    hostile_delay_s: float = 1.0
     api_keys: ApiKeys = field(default_factory=lambda: ApiKeys([]))
     concurrency_per_key: int = 32
     rate_per_key: float | None = None
@@ -67,5 +70,5 @@ class GuardConfig:
             raise ValueError(
                 f"max_rows ({self.limits.max_rows}) must not exceed max_queue_rows ({self.max_queue_rows})"
             )
-        if self.timeout_s <= 0 or self.body_timeout_s <= 0:
-            raise ValueError("timeout_s and body_timeout_s must be positive")
+        if self.timeout_s <= 0 or self.body_timeout_s <= 0 or self.hostile_delay_s < 0:
+            raise ValueError("timeout_s and body_timeout_s must be positive, hostile_delay_s not negative")
