@@ -119,6 +119,7 @@ class Row:
     answer_words: int
     context_words: int
     similarity: dict[str, float]
+    detectors: dict[str, float] | None = None  # FaithBench: other detectors' predictions (reported only)
 
 
 def _row(result: dict[str, Any], contexts: Sequence[str], answer: str, **kw: Any) -> Row:
@@ -214,6 +215,7 @@ def load_sets(results: Path) -> dict[str, list[Row]]:
                 group=f"f{it.passage}",
                 dev=it.passage % 2 == 0,
                 similarity=sim,
+                detectors=it.detectors,
             )
         )
     sets["faithbench"] = rows
@@ -494,6 +496,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", help="write the figures here (JSON)")
     parser.add_argument("--model-out", help="write the calibrated score trained on all development halves")
     parser.add_argument("--rule", type=int, choices=(1, 2), default=2, help="which rule (docstring)")
+    parser.add_argument(
+        "--apply",
+        metavar="SCORE:GROUNDED_AT:UNGROUNDED_BELOW",
+        help="skip the choice: report this candidate with these bands (a check on another model's outputs)",
+    )
     args = parser.parse_args(argv)
     rule2 = args.rule == 2
     learned = {"calibrated": False, **({"calibrated_monotone": True} if rule2 else {})}
@@ -540,12 +547,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     best_mean = max(summary[c]["mean_auroc"] for c in tied)
     tied_mean = [c for c in tied if summary[c]["mean_auroc"] >= best_mean - 1e-12]
     chosen = "q25" if "q25" in tied_mean else tied_mean[0]
+    applied = args.apply.split(":") if args.apply else None
+    if applied:
+        chosen = applied[0]
 
     train_all = {k: v for k, v in dev.items() if k != "halueval_matched"}
     params = {learner: fit_calibrated(train_all, monotone=monotone) for learner, monotone in learned.items()}
     scores = simple | {learner: calibrated_score(p) for learner, p in params.items()}
     default = scores[chosen]
-    bands = choose_bands_balanced(dev, default) if rule2 else choose_bands(train_all, default)
+    if applied:
+        bands = (float(applied[1]), float(applied[2]))
+    else:
+        bands = choose_bands_balanced(dev, default) if rule2 else choose_bands(train_all, default)
 
     # Rule 6.
     report: dict[str, Any] = {}
@@ -570,13 +583,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "difference": round(test.difference, 4),
             "p_value": float(f"{test.p_value:.3g}"),
         }
+        if rows and rows[0].detectors:
+            entry["detectors"] = {
+                d: {
+                    "auroc": round(_auroc(rows, lambda r, d=d: (r.detectors or {})[d]), 4),
+                    "ci95": _auroc_ci(rows, [(r.detectors or {})[d] for r in rows]),
+                }
+                for d in sorted(rows[0].detectors)
+            }
         entry["bands"] = band_figures(rows, default, bands)
         entry["bands_dev"] = band_figures(dev[name], default, bands)
         report[name] = entry
     figures = {
         "rule": f"benchmarks/grounding_default.py docstring, rule {args.rule}",
         "development": dev_table,
-        "choice": {"summary": summary, "tied": tied, "chosen": chosen},
+        "choice": {"summary": summary, "tied": tied, "chosen": chosen, "applied": bool(applied)},
         "bands": {"grounded_at": bands[0], "ungrounded_below": bands[1]},
         "report": report,
         "calibrated_params": params,

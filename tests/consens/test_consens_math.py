@@ -56,7 +56,7 @@ def test_rejects_empty_and_non_finite() -> None:
 def test_word_level_aggregates_read_the_word_contrasts() -> None:
     empty = [5.0, 4.0, 3.0, 2.0]
     context = [1.0, 1.0, 1.0, 4.0]  # three words helped by 4, 3, 2 nats; one hurt by 2
-    r = {a: consens_from_word_nll(empty, context, a)[1] for a in Aggregation}
+    r = {a: consens_from_word_nll(empty, context, a)[1] for a in Aggregation if a is not Aggregation.SUPPORT}
     assert r[Aggregation.GEOMETRIC] == pytest.approx(1.75)
     assert r[Aggregation.MIN_WORD] == -2.0
     assert r[Aggregation.Q25] == pytest.approx(-2.0 + 0.75 * 4.0)  # between -2 and 2
@@ -69,7 +69,7 @@ def test_word_level_aggregates_read_the_word_contrasts() -> None:
 
 
 def test_every_aggregate_is_bounded_and_zero_without_effect() -> None:
-    for agg in Aggregation:
+    for agg in (a for a in Aggregation if a is not Aggregation.SUPPORT):
         same = consens_from_word_nll([2.0, 3.0], [2.0, 3.0], agg)[0]
         assert same == pytest.approx(0.0) or agg is Aggregation.SHARE
         assert -1.0 < consens_from_word_nll([900.0], [1.0], agg)[0] <= 1.0
@@ -81,3 +81,21 @@ def test_every_aggregate_is_bounded_and_zero_without_effect() -> None:
 def test_perplexity_mean_refuses_word_level_aggregates() -> None:
     with pytest.raises(ValueError):
         log_mean_perplexity([1.0], Aggregation.Q10)
+
+
+def test_support_counts_stated_words_as_supported_and_reads_the_others_contrast() -> None:
+    empty, context = [5.0, 4.0, 3.0], [9.0, 1.0, 3.0]  # contrasts -4, +3, 0
+    with pytest.raises(ValueError, match="stated flag"):
+        consens_from_word_nll(empty, context, Aggregation.SUPPORT)
+    all_stated = consens_from_word_nll(empty, context, Aggregation.SUPPORT, [True, True, True])
+    assert all_stated == (1.0, 0.0)
+    none_stated, r = consens_from_word_nll(empty, context, Aggregation.SUPPORT, [False, False, False])
+    expected_r = sum(-math.log1p(math.exp(-(d - 1.0))) for d in (-4.0, 3.0, 0.0)) / 3
+    assert r == pytest.approx(expected_r) and none_stated == pytest.approx(2 * math.exp(expected_r) - 1)
+    # Stating the badly supported word raises the score; stating the well supported one hardly does.
+    worst = consens_from_word_nll(empty, context, Aggregation.SUPPORT, [True, False, False])[0]
+    best = consens_from_word_nll(empty, context, Aggregation.SUPPORT, [False, True, False])[0]
+    assert worst > best > none_stated
+    # Bounded, finite and never NaN however unlikely a word is.
+    extreme = consens_from_word_nll([1.0], [5000.0], Aggregation.SUPPORT, [False])
+    assert -1.0 <= extreme[0] < 0.0 and math.isfinite(extreme[1])

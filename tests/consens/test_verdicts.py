@@ -89,7 +89,7 @@ def test_bands_of_another_score_are_refused() -> None:
 
 def test_bands_change_the_verdict_and_are_recorded(tmp_path: Path) -> None:
     agg = DEFAULT_AGGREGATION.value
-    strict, lenient = Bands(agg, 0.999, 0.998), Bands(agg, -0.999, -0.9995)
+    strict, lenient = Bands(agg, 1.5, 1.4), Bands(agg, -0.999, -0.9995)
     path = tmp_path / "lenient.json"
     lenient.save(path)
     run_strict = evaluate([ROW], [ConSens(model="fake", bands=strict)], progress=False)

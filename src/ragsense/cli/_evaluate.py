@@ -118,6 +118,10 @@ def metrics_from_args(args: argparse.Namespace) -> list[Metric]:
     return resolve_metrics([create_metric(n, **per_metric.get(n, plain)) for n in names])
 
 
+EXPECTED = "expected"
+"""An input column holding the verdict the user expects; the table prints it beside ragsense's."""
+
+
 def _columns(metrics: list[Metric]) -> Columns:
     columns: list[tuple[str, int, Any]] = [
         ("id", 8, row_id),
@@ -133,6 +137,9 @@ def _columns(metrics: list[Metric]) -> Columns:
             )
         if metric.verdict is not None:
             columns.append((metric.verdict, 10, lambda r, k=metric.verdict: fmt(r.get(k))))
+    # A labelled input (the bundled sample has one) shows its expected verdict beside ours, so agreement
+    # and disagreement can be read at a glance; render() drops the column when no row has the field.
+    columns.append((EXPECTED, 10, lambda r: "" if r.get(EXPECTED) is None else str(r[EXPECTED])))
     columns.append(("errors", 18, lambda r: error_text(r) or ""))
     return columns
 

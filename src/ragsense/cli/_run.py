@@ -185,6 +185,10 @@ def fmt(value: Any, signed: bool = False) -> str:
 
 
 def render(records: Sequence[dict[str, Any]], columns: Columns) -> str:
+    # An optional input column (``expected``) is shown only when some row has it.
+    columns = [
+        c for c in columns if c[0] != "expected" or any(r.get("expected") is not None for r in records)
+    ]
     rows = [[cell(r) for _, _, cell in columns] for r in records]
     return render_table([h for h, _, _ in columns], rows, [w for _, w, _ in columns])
 

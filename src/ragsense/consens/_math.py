@@ -12,7 +12,15 @@ its perplexity is ``exp(nll)``) under the empty and the real context:
   the least-grounded quarter (``tail25``), the mean averaged with it (``mean_tail``), or the share of
   words the context made more likely (``share``). Then ``r`` is that summary.
 
-In every case the score is ``2 / (1 + e^-r) - 1 = tanh(r / 2)``, in (-1, 1): 0 means the context
+* the **support** score (the default) also reads whether the context *states* each word (exact,
+  lemma or number match, :mod:`ragsense.text._support`): a word's probability of being supported is
+  1 when the context states it and ``sigmoid(d - 1)`` otherwise (the context must have made it e
+  times more likely to count as half supported); ``r`` is the mean log of these probabilities (<= 0)
+  and the score is ``2 exp(r) - 1``, in [-1, 1]: twice the geometric mean of the support
+  probabilities, minus one. 1 means every word is stated; a score below 0 means the typical word is
+  less likely supported than not. Chosen by rule 2 of benchmarks/grounding_default.py.
+
+For the others the score is ``2 / (1 + e^-r) - 1 = tanh(r / 2)``, in (-1, 1): 0 means the context
 changed nothing. The geometric ``r`` is the mean of the word contrasts, so ``geometric`` is the
 mean word-level aggregate. Everything is computed in log space, so a word with an astronomically
 low probability cannot overflow to ``inf`` or produce a NaN.
@@ -37,6 +45,7 @@ class Aggregation(str, Enum):  # noqa: UP042
     TAIL25 = "tail25"  # the mean contrast of the least-grounded quarter of the words
     MEAN_TAIL = "mean_tail"  # (mean + tail25) / 2: the mean with a penalty for the worst words
     SHARE = "share"  # 2p - 1, p = the (smoothed) share of words the context made more likely
+    SUPPORT = "support"  # 2 * geometric mean of the words' support probabilities - 1 (needs stated flags)
 
 
 PERPLEXITY_AGGREGATIONS = (Aggregation.ARITHMETIC, Aggregation.GEOMETRIC)
@@ -97,7 +106,39 @@ def word_contrast_r(contrasts: Sequence[float], aggregation: Aggregation) -> flo
         return _tail_mean(ordered, 0.25)
     if aggregation is Aggregation.MEAN_TAIL:
         return (math.fsum(ordered) / len(ordered) + _tail_mean(ordered, 0.25)) / 2.0
-    raise ValueError(f"{aggregation.value} is not a word-level aggregate")
+    raise ValueError(f"{aggregation.value} is not a word-contrast aggregate")
+
+
+SUPPORT_MIDPOINT = 1.0
+"""In nats: an unstated word the context made this much more likely counts as half supported."""
+
+
+def support_r(contrasts: Sequence[float], stated: Sequence[bool]) -> float:
+    """``r`` of the support score: the mean log support probability of the words (<= 0, finite).
+
+    >>> round(support_r([3.0, -2.0], [True, False]), 4)  # (log 1 + log sigmoid(-3)) / 2
+    -1.5243
+    >>> support_r([-5.0], [True])  # a stated word is supported whatever its contrast
+    0.0
+    """
+    if not contrasts:
+        raise ValueError("no words to aggregate")
+    if len(stated) != len(contrasts):
+        raise ValueError("one stated flag per word")
+    if any(not math.isfinite(x) for x in contrasts):
+        raise ValueError("word contrasts must be finite")
+    # log sigmoid(x) = -log1p(exp(-x)), computed without overflow for very negative x.
+    logs = [
+        0.0
+        if s
+        else (
+            -math.log1p(math.exp(-(d - SUPPORT_MIDPOINT)))
+            if d - SUPPORT_MIDPOINT > -30
+            else d - SUPPORT_MIDPOINT
+        )
+        for d, s in zip(contrasts, stated, strict=True)
+    ]
+    return math.fsum(logs) / len(logs)
 
 
 def log_mean_perplexity(word_nll: Sequence[float], aggregation: Aggregation) -> float:
@@ -131,9 +172,14 @@ def consens_from_log_ppl(log_ppl_empty: float, log_ppl_context: float) -> tuple[
 
 
 def consens_from_word_nll(
-    nll_empty: Sequence[float], nll_context: Sequence[float], aggregation: Aggregation
+    nll_empty: Sequence[float],
+    nll_context: Sequence[float],
+    aggregation: Aggregation,
+    stated: Sequence[bool] | None = None,
 ) -> tuple[float, float]:
     """``(score, r)`` of one answer from the NLLs of its kept words in both conditions.
+
+    ``stated`` (whether the context states each word) is needed by :attr:`Aggregation.SUPPORT` only.
 
     The paper's Table 1, first row (word perplexities 4814.38, 7117.1, 1.61 without context and
     263.73, 293.92, 1.72 with it):
@@ -145,6 +191,11 @@ def consens_from_word_nll(
     """
     if len(nll_empty) != len(nll_context):
         raise ValueError("both conditions must score the same words")
+    if aggregation is Aggregation.SUPPORT:
+        if stated is None:
+            raise ValueError("the support score needs each word's stated flag")
+        r = support_r([e - c for e, c in zip(nll_empty, nll_context, strict=True)], stated)
+        return 2.0 * math.exp(r) - 1.0, r
     if aggregation not in PERPLEXITY_AGGREGATIONS:
         r = word_contrast_r([e - c for e, c in zip(nll_empty, nll_context, strict=True)], aggregation)
         return math.tanh(r / 2.0), r

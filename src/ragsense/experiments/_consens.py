@@ -101,6 +101,15 @@ def _figures(scores: Mapping[str, Pair], default: str, similarity: Mapping[str, 
     }
 
 
+def lexical_baseline(rows: Sequence[Row], results: Sequence[GroundingResult]) -> dict[str, Any]:
+    """The trivial lexical-support baseline on (higher, lower) pairs: minus the share of each text's
+    scored words that its context does not state (the same words the score reads)."""
+    values = [
+        -unsupported_share([w.word for w in r.words], row[1]) for row, r in zip(rows, results, strict=True)
+    ]
+    return contrast(values[0::2], values[1::2])
+
+
 def _write(out: str | None, name: str, records: list[dict[str, Any]]) -> None:
     if not out:
         return
@@ -157,6 +166,7 @@ def _answer_pairs(
         **_figures(scores, default, similarity),
         "verdicts": verdict_figures(*scores[default], lambda x: verdict(x, default)),
         "baseline_answer_length": length_baseline([r[2] for r in rows[0::2]], [r[2] for r in rows[1::2]]),
+        "baseline_lexical_support": lexical_baseline(rows, res),
         **_header(model, scorer, started),
     }
     return figures, scores
@@ -339,6 +349,7 @@ def consens_pubmedqa_partial(
         **_figures(scores, scorer.aggregation.value, similarity),
         # Trivial baseline: the full abstract is always the longer context.
         "baseline_context_length_auroc": round(roc_auc(context_words[0::2], context_words[1::2]), 4),
+        "baseline_lexical_support": lexical_baseline(rows, res),
         "truncated_rows": sum(r.truncated for r in res),
         **_header(model, scorer, started),
     }
