@@ -176,6 +176,7 @@ def _attacked_phase(url: str, port: int, args: argparse.Namespace) -> dict[str, 
 def _start_server(args: argparse.Namespace, port: int) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "ragsense", "guard", "--model", args.model, "--port", str(port)]
     command += ["--log-level", "warning", "--body-timeout", str(args.body_timeout)]
+    command += ["--hostile-delay", str(args.hostile_delay)]
     if args.threads is not None:
         command += ["--threads", str(args.threads)]
     return subprocess.Popen(command, stderr=subprocess.DEVNULL)
@@ -207,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow-interval", type=float, default=5.0, help="seconds between their bytes")
     parser.add_argument("--amplify", type=int, default=4, help="amplification clients")
     parser.add_argument("--body-timeout", type=float, default=10.0, help="the guard's --body-timeout")
+    parser.add_argument(
+        "--hostile-delay", type=float, default=1.0, help="the guard's --hostile-delay (0: answer at once)"
+    )
     parser.add_argument("--output", type=Path, help="also write the JSON result here")
     parser.add_argument("--attack-only", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=None, help=argparse.SUPPRESS)

@@ -36,8 +36,15 @@ Endpoints (the subset ragsense's own ``openai`` backend and most evaluation tool
 * ``POST /tokenize`` (also ``/v1/tokenize``): vLLM's ``{"prompt", "add_special_tokens"}`` or
   llama.cpp's ``{"content", "add_special"}`` -> ``{"tokens": [ids], "count": n, "max_model_len"}``.
 
-Errors are OpenAI-style JSON ``{"error": {"message", "type", "code"}}``: 400 for bad requests, 404 for
-unknown paths or model names, 500 for model failures; the server itself keeps running. Requests are
+Errors are OpenAI-style JSON ``{"error": {"message", "type", "code", "param"}}``: 400 for bad requests
+(a body nested too deeply included), 422 for a number out of its range or not finite (``param`` names
+it: ``temperature`` 0-2, ``max_tokens`` up to the context window, ``logprobs`` 0-20, ``seed``), 404 for
+unknown paths or model names, 500 for model failures; the server itself keeps running.
+
+Access, as in ``ragsense guard`` (:mod:`ragsense._access`): with ``api_keys`` every endpoint but
+``/health`` needs ``Authorization: Bearer KEY`` or ``X-API-Key`` (401); without keys a non-loopback
+host is refused unless ``insecure``; on a loopback bind a foreign ``Host`` or a cross-site ``Origin``
+is 403. Logged request paths have their control characters escaped. Requests are
 served one at a time (a lock around the model): torch already uses every core it is given.
 
 >>> from ragsense.models import load_model
