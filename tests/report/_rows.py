@@ -19,7 +19,10 @@ from ragsense import metrics
 from ragsense.consens import Aggregation, default_bands
 from ragsense.runs import RunStore, StoredRun
 
-AGGREGATIONS = [a.value for a in Aggregation]
+# A fixed list, not the enum: a new aggregation must not change the random stream (and so every
+# synthetic row) that the report tests' expectations were written against.
+AGGREGATIONS = ["arithmetic", "geometric", "min_word", "q10", "q25", "tail25", "mean_tail", "share"]
+assert set(AGGREGATIONS) <= {a.value for a in Aggregation}
 CONSENS_FIELDS = [*metrics.CONSENS_FIELDS, *metrics.ATTRIBUTION_FIELDS]  # as the metric writes them
 METRICS: list[dict[str, Any]] = [
     {

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from ragsense.cli import main
 from ragsense.consens import default_bands
+from ragsense.data import sample_rows_path
 from ragsense.runs import RunStore
 
 from ._decode import page_data
@@ -92,8 +94,10 @@ def test_report_of_a_real_evaluate_run(tmp_path: Path, monkeypatch: pytest.Monke
     assert main(["report", "sample", "--store", str(store), "-o", str(out)]) == 0
     data = page_data(out.read_text(encoding="utf-8"))
     views = [entry[1] for entry in data["rows"]]
-    assert len(views) == 8 and all(v["w"] and "t" in v and v["ve"]["st"] for v in views)
-    assert sum(bool(v["t"]) for v in views) == 5  # the rows with more than one document
+    sample = [json.loads(line) for line in sample_rows_path().read_text(encoding="utf-8").splitlines()]
+    assert len(views) == len(sample) and all(v["w"] and "t" in v and v["ve"]["st"] for v in views)
+    # Attribution for the rows with more than one document.
+    assert sum(bool(v["t"]) for v in views) == sum(len(r["contexts"]) > 1 for r in sample)
     assert [s["name"] for s in data["meta"]["scores"]] == [
         "consens",
         "context_relevance",

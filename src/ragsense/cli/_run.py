@@ -85,12 +85,14 @@ def add_run_options(parser: argparse.ArgumentParser, *, output_help: str, sample
     store.add_argument(
         "--fail-under",
         metavar="SCORE=MIN,...",
-        help="gate: exit 4 when a score's mean is below MIN (e.g. consens=0.02,response_adherence=0.8)",
+        help="gate: exit 4 when a score's mean is below MIN (e.g. response_adherence=0.8); a mean can pass "
+        "with many ungrounded rows: prefer --max-share",
     )
     store.add_argument(
         "--max-share",
         metavar="VERDICT=MAX,...",
-        help="gate: exit 4 when more than MAX of the rows have VERDICT (e.g. ungrounded=0.05; errors=0)",
+        help="gate (recommended): exit 4 when more than MAX of the rows have VERDICT (e.g. ungrounded=0.05; "
+        "errors=0); the share is printed with its 95%% Wilson interval",
     )
     store.add_argument(
         "--junit", metavar="PATH", help="write the gates (and with --junit-rows each row) as JUnit XML"

@@ -105,16 +105,18 @@ def verdict(
 def check_bands(bands: Bands | None, aggregation: Aggregation) -> Bands:
     """``bands`` (default: the aggregation's defaults), refused when fitted on another score.
 
-    >>> check_bands(Bands("geometric", 0.5, 0.1), Aggregation.Q25)
+    >>> check_bands(Bands("geometric", 0.5, 0.1), Aggregation.Q25)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ragsense.errors.ParameterError: bands: the bands were fitted on geometric scores; this score is q25
+    ragsense.errors.ParameterError: bands: the bands were fitted on geometric scores; this score is q25 ...
     """
     if bands is None:
         return default_bands(aggregation)
     if bands.score != aggregation.value:
         raise ParameterError(
-            f"the bands were fitted on {bands.score} scores; this score is {aggregation.value}",
+            f"the bands were fitted on {bands.score} scores; this score is {aggregation.value} "
+            f"(score with --aggregation {bands.score} / aggregation={bands.score!r}, or fit bands on "
+            f"{aggregation.value})",
             parameter="bands",
         )
     return bands

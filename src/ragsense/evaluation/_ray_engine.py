@@ -280,6 +280,8 @@ def _infos_of(raw: list[dict[str, Any]]) -> list[MetricInfo]:
             fields=tuple(i["fields"]),
             scores=tuple(i["scores"]),
             verdict=i.get("verdict"),
+            # Every declared verdict, so the summary's shares list the ones no row got, too.
+            verdict_values=tuple(i.get("verdict_values", ())),
             settings=dict(i["settings"]),
             models=dict(i.get("models", {})),
         )

@@ -157,10 +157,12 @@ def grounding(
     attribution: bool = False,
     aggregation: Aggregation | str = DEFAULT_AGGREGATION,
     template: PromptTemplate | None = None,
+    bands: Bands | str | None = None,
 ) -> GroundingResult:
     """ConSens grounding score of ``answer`` to ``question`` given ``contexts`` (a string or documents).
 
-    Raises :class:`~ragsense.errors.InputError` for unusable input.
+    ``bands``: verdict bands (a :class:`~ragsense.consens.Bands` or a bands file), as for
+    :class:`ConSens`. Raises :class:`~ragsense.errors.InputError` for unusable input.
 
     >>> r = grounding("Where is the Eiffel Tower?", "The Eiffel Tower stands in Paris, France.",
     ...               "It stands in Paris, France.", model="fake")
@@ -170,7 +172,7 @@ def grounding(
     docs = [contexts] if isinstance(contexts, str) else list(contexts)
     row = {"question": question, "contexts": docs, "answer": answer}
     [result] = grounding_batch(
-        [row], model=model, attribution=attribution, aggregation=aggregation, template=template
+        [row], model=model, attribution=attribution, aggregation=aggregation, template=template, bands=bands
     )
     if isinstance(result, InputError):
         raise InputError(result.reason, field=result.field)
@@ -190,6 +192,7 @@ def grounding_batch(
     pool: ModelPool | None = None,
     progress: bool = False,
     desc: str = "grounding",
+    bands: Bands | str | None = None,
 ) -> list[GroundingResult | InputError | ModelCallError]:
     """Score many rows (``RagRow`` objects or dicts with the usual or RAGAS field names).
 
@@ -203,7 +206,7 @@ def grounding_batch(
     >>> [type(o).__name__ for o in out]
     ['GroundingResult', 'InputError']
     """
-    metric = ConSens(model, attribution=attribution, aggregation=aggregation, template=template)
+    metric = ConSens(model, attribution=attribution, aggregation=aggregation, template=template, bands=bands)
     return run_sync(
         _grounding_rows(
             list(rows), metric, batch_size, pool if pool is not None else shared_pool(), progress, desc

@@ -19,7 +19,8 @@ d     the row's documents, as indices into ``docs``
 s, v  the score values and verdicts, in the order of the head's ``scores`` and ``verdicts``
 e     errors: ``[metric, field, message]``
 w     scored words, flat: ``gap, length, nll_context, nll_empty`` per word (offsets into the answer,
-      ``gap`` from the previous word's end; NLLs in thousandths of a nat); ``wn``: words left out
+      ``gap`` from the previous word's end; NLLs in thousandths of a nat); ``wn``: words left out;
+      ``ws``: the positions (among ``w``'s words) of the words the context states
 c     ConSens details: ``r``, ``pc``/``pe`` (perplexity with/without context), ``g`` (aggregation),
       ``ba`` (score by aggregation), ``fb`` (fallback), ``tr``/``td`` (context truncated, tokens
       dropped), ``n`` (notes), ``m`` (model)
@@ -162,6 +163,9 @@ class _Builder:
         words = row.get("words")
         if isinstance(words, list):
             view["w"], view["wn"] = self.words(words, len(a))
+            # Which of the drawn words the context states (positions among them): never shaded red.
+            drawn = [w for w in words if isinstance(w, dict | Mapping)][: len(view["w"]) // 4]
+            view["ws"] = [k for k, w in enumerate(drawn) if w.get("stated") is True] or None
         view["c"] = _compact(
             {
                 "r": round4(row.get("r")),

@@ -261,8 +261,10 @@ function resetFilters() {
 
 function filterTo(si, lo, hi, r) {
   const of = DIFF ? "ab"[r] : "";
-  Object.assign(STATE, {score: String(si), scoreOf: of, min: String(+lo.toFixed(4)),
-    max: String(+hi.toFixed(4)), page: 0});
+  // Widen to 4 decimals outwards: rounding to nearest could cut a row at the bin's edge out of its
+  // own bin, and a one-row bin would then show no row at all.
+  Object.assign(STATE, {score: String(si), scoreOf: of, min: String(Math.floor(lo * 1e4) / 1e4),
+    max: String(Math.ceil(hi * 1e4) / 1e4), page: 0});
   $("f-score").value = si + ":" + of;
   $("f-min").value = STATE.min;
   $("f-max").value = STATE.max;

@@ -102,13 +102,13 @@ function hideTip() { $("tip").hidden = true; }
 
 // ---------------------------------------------------------------------------------- words
 function wordsOf(view) {
-  const out = [], w = view.w || [];
+  const out = [], w = view.w || [], stated = new Set(view.ws || []);
   let pos = 0;
   for (let i = 0; i + 3 < w.length; i += 4) {
     const s = pos + w[i], e = s + w[i + 1];
     const scale = META.limits.word_scale;
     const nc = w[i + 2] == null ? null : w[i + 2] / scale, ne = w[i + 3] == null ? null : w[i + 3] / scale;
-    out.push({s, e, nc, ne, c: nc == null || ne == null ? null : ne - nc});
+    out.push({s, e, nc, ne, c: nc == null || ne == null ? null : ne - nc, stated: stated.has(i / 4)});
     pos = e;
   }
   return out;
@@ -119,7 +119,9 @@ function wordTip(text, w) {
   const ratio = w.c == null ? "" : " (×" + times + (w.c >= 0 ? " more likely)" : " less likely)");
   const change = w.c == null ? "contrast unknown" : Math.abs(w.c) < 0.0005 ? "the context did not change it"
     : (w.c > 0 ? "context raised it " : "context lowered it ") + fmtSigned(w.c) + " nats" + ratio;
-  return [h("b", {text}), h("div", {class: "tip-row", text: change}),
+  const source = w.stated
+    ? [h("div", {class: "tip-row", text: "stated in the context: counts as supported"})] : [];
+  return [h("b", {text}), h("div", {class: "tip-row", text: change}), ...source,
     h("div", {class: "tip-row", text: "with context:    NLL " + fmt(w.nc, 3) + " · ppl " + fmtPpl(w.nc)}),
     h("div", {class: "tip-row", text: "without context: NLL " + fmt(w.ne, 3) + " · ppl " + fmtPpl(w.ne)})];
 }
@@ -129,7 +131,8 @@ function wordView(view) {
   const nodes = spanned(cp, wordsOf(view), Infinity, (w, text) => {
     const span = h("span", {class: "w", tabindex: 0, "data-c": w.c == null ? "" : w.c.toFixed(3),
       "aria-label": text + (w.c == null ? "" : " " + fmtSigned(w.c) + " nats")}, text);
-    const bg = shade(w.c);
+    // A word the context states is supported whatever its contrast: never drawn red.
+    const bg = shade(w.stated ? Math.max(0, w.c == null ? 0 : w.c) : w.c);
     if (bg) span.style.background = bg;
     const show = () => showTip(span, wordTip(text, w));
     span.addEventListener("mouseenter", show);

@@ -71,7 +71,7 @@ def row_errors(row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def summary_from_rows(run: StoredRun, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per metric n, errors, means with 95% t intervals and verdict counts, computed from the stored
+    """Per metric n, errors, means with 95% bootstrap intervals and verdict counts, computed from the stored
     rows by the rule ``Evaluation.summary`` uses (for a run that has no stored summary)."""
     per_row = [row_errors(r) for r in rows]
     out: dict[str, Any] = {}
