@@ -23,6 +23,7 @@ from ragsense.consens._math import (
     consens_from_log_ppl,
     consens_from_word_nll,
     log_mean_perplexity,
+    support_r,
 )
 from ragsense.consens._prompt import PAPER_TEMPLATE, PromptTemplate
 from ragsense.consens._scorer import (
@@ -76,6 +77,7 @@ __all__ = [
     "log_mean_perplexity",
     "resolve_bands",
     "stratified_folds",
+    "support_r",
     "ungrounded_edge",
     "verdict",
 ]

@@ -460,13 +460,18 @@ def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool) 
         return lines[0]
     lines.append(f"  question: {_short(row['question'])}")
     lines.append(f"  answer:   {_short(row['answer'])}")
-    words = [
-        (w["word"], float(w["nll_empty"]) - float(w["nll_context"]))
-        for w in row.get("words") or []
-        if _is_number(w.get("nll_empty")) and _is_number(w.get("nll_context"))
-    ]
+    # Words the context does not state first (a stated word counts as supported), then by contrast.
+    ranked = sorted(
+        (
+            (bool(w.get("stated", False)), float(w["nll_empty"]) - float(w["nll_context"]), w["word"])
+            for w in row.get("words") or []
+            if _is_number(w.get("nll_empty")) and _is_number(w.get("nll_context"))
+        ),
+        key=lambda item: (item[0], item[1]),
+    )
+    words = [(word, contrast) for _, contrast, word in ranked]
     if words:
-        weakest = sorted(words, key=lambda item: item[1])[:WEAKEST_WORDS]
+        weakest = words[:WEAKEST_WORDS]
         width = max(len(word) for word, _ in weakest)
         lines.append(
             "  weakest words (contrast nll_empty - nll_context; <= 0: the context did not make the word "
