@@ -576,14 +576,16 @@ class Vera:
 
     def _scorer(self) -> Any:
         if self._consens_scorer is None:
-            from ragsense.consens import NO_CONTEXT_CACHE, GroundingScorer, NoContextCache
+            from ragsense.consens import NO_CONTEXT_CACHE, Aggregation, GroundingScorer, NoContextCache
 
             spec = self._consens_model_spec
             if spec is None:
                 spec = self.judge_model if isinstance(self.judge_model, SupportsLogprobs) else DEFAULT_MODEL
             model = self.pool.get(spec)
             cache = self.pool.shared(model, NO_CONTEXT_CACHE, NoContextCache)
-            self._consens_scorer = GroundingScorer(model, no_context_cache=cache)
+            # The adherence signal and its threshold (0) were chosen on q25 scores (docs/results.md, VERA);
+            # pinned, so a change of ConSens's default score does not silently change VERA's decisions.
+            self._consens_scorer = GroundingScorer(model, aggregation=Aggregation.Q25, no_context_cache=cache)
         return self._consens_scorer
 
     # -- assembling steps ---------------------------------------------------------------------
