@@ -124,7 +124,7 @@ EXPECTED = "expected"
 
 def _columns(metrics: list[Metric]) -> Columns:
     columns: list[tuple[str, int, Any]] = [
-        ("id", 8, row_id),
+        ("id", 14, row_id),
         ("question", 30, question_of),
     ]
     for metric in metrics:
