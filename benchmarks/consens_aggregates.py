@@ -61,6 +61,9 @@ KEYS = {
 ANSWER_LEVEL = ("wikieval", "halueval")
 TIE = 0.005
 INCUMBENT = Aggregation.GEOMETRIC.value
+# The aggregates this rule (issue 13) chose among: the word-contrast ones. ``support`` came later
+# (issue 24, benchmarks/grounding_default.py) and needs each word's context, which these files lack.
+CANDIDATES = tuple(a for a in Aggregation if a is not Aggregation.SUPPORT)
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
@@ -105,7 +108,7 @@ def choose(dev_auroc: dict[str, dict[str, float]]) -> tuple[str, dict[str, float
     earlier aggregate."""
     means = {agg: sum(v.values()) / len(v) for agg, v in dev_auroc.items()}
     best = max(means.values())
-    tied = [a.value for a in Aggregation if means[a.value] >= best - TIE]
+    tied = [a.value for a in CANDIDATES if means[a.value] >= best - TIE]
     return (INCUMBENT if INCUMBENT in tied else tied[0]), means
 
 
@@ -177,18 +180,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = {kind: load_pairs(getattr(args, kind), kind) for kind in KEYS}
     halves = {kind: (p[: len(p) // 2], p[len(p) // 2 :]) for kind, p in data.items()}
     dev_auroc = {
-        a.value: {kind: roc_auc(*scores(h[0], a)) for kind, h in halves.items()} for a in Aggregation
+        a.value: {kind: roc_auc(*scores(h[0], a)) for kind, h in halves.items()} for a in CANDIDATES
     }
     chosen, means = choose(dev_auroc)
     bands_by_aggregation = {}
-    for agg in Aggregation:  # rule 3 for every aggregate, so each has bands of its own
+    for agg in CANDIDATES:  # rule 3 for every aggregate, so each has bands of its own
         bands_by_aggregation[agg.value] = bands([scores(halves[kind][0], agg) for kind in ANSWER_LEVEL])
     grounded_at, ungrounded_below = bands_by_aggregation[chosen]
 
     report: dict[str, Any] = {}
     for kind, (_, rep) in halves.items():
-        per_agg = {a.value: scores(rep, a) for a in Aggregation}
-        everything = {a.value: scores(data[kind], a) for a in Aggregation}
+        per_agg = {a.value: scores(rep, a) for a in CANDIDATES}
+        everything = {a.value: scores(data[kind], a) for a in CANDIDATES}
         report[kind] = {
             "n_report": len(rep),
             "n_all": len(data[kind]),
@@ -229,11 +232,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         kind, _, path = spec.partition("=")
         pairs = load_pairs(Path(path), kind)
         rep = pairs[len(pairs) // 2 :]
-        per_agg = {a.value: scores(rep, a) for a in Aggregation}
+        per_agg = {a.value: scores(rep, a) for a in CANDIDATES}
         check: dict[str, Any] = {
             "path": path,
             "report_half": {a: _auroc_ci(*v) for a, v in per_agg.items()},
-            "all": {a.value: round(roc_auc(*scores(pairs, a)), 4) for a in Aggregation},
+            "all": {a.value: round(roc_auc(*scores(pairs, a)), 4) for a in CANDIDATES},
         }
         if kind in ANSWER_LEVEL:
             check["verdicts_report_half"] = verdict_table(*per_agg[chosen], grounded_at, ungrounded_below)

@@ -190,7 +190,7 @@ def test_bad_settings_exit_2(
 def strict_bands(tmp_path: Path) -> Path:
     """Bands of the default aggregation under which the fake model's grounded answer is 'unsure'."""
     path = tmp_path / "strict.json"
-    Bands(AGG, grounded_at=0.9999, ungrounded_below=-0.5, origin="strict test bands").save(path)
+    Bands(AGG, grounded_at=1.5, ungrounded_below=-0.5, origin="strict test bands").save(path)
     return path
 
 
@@ -203,7 +203,7 @@ def test_evaluate_and_grounding_use_the_bands_file(tmp_path: Path, strict_bands:
         assert main([*base, "-o", str(banded), "--bands", str(strict_bands)]) == 0
         [p] = [json.loads(line) for line in plain.read_text().splitlines()]
         [b] = [json.loads(line) for line in banded.read_text().splitlines()]
-        assert p["consens"] == b["consens"] < 0.9999
+        assert p["consens"] == b["consens"] < 1.5
         assert p["verdict"] == default_bands().verdict(p["consens"]) and b["verdict"] == "unsure"
 
 
@@ -231,7 +231,7 @@ def test_runs_show_and_compare_name_the_bands(
     capsys.readouterr()
     assert main(["runs", "show", "strict", "--store", str(store)]) == 0
     shown = capsys.readouterr().out
-    assert "bands: grounded >= +1.000, ungrounded < -0.500" in shown and "(strict test bands)" in shown
+    assert "bands: grounded >= +1.500, ungrounded < -0.500" in shown and "(strict test bands)" in shown
     assert main(["compare", "plain", "strict", "--store", str(store)]) == 0
     err = capsys.readouterr().err
     assert "different verdict bands" in err and "strict test bands" in err and "(default)" in err

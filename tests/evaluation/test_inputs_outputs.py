@@ -36,7 +36,7 @@ ROWS: list[dict[str, Any]] = [
         "id": "b",
         "question": "Where is the Eiffel Tower?",
         "contexts": ["The Eiffel Tower stands in Paris."],
-        "answer": "It stands in Paris.",
+        "answer": "It stands in Paris, France.",
     },
     {
         "id": "c",
