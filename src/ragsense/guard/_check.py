@@ -92,7 +92,10 @@ def shape_result(record: Mapping[str, Any], row_id: str, min_consens: float, wea
     """One row's result: the runner's record without the input texts, plus the policy's fields."""
     deciding = [e for e in record["errors"] if e["metric"] in _DECIDING]
     consens = record.get("consens")
-    passed = not deciding and isinstance(consens, float) and consens >= min_consens
+    # A refusal ("the documents do not say ...") states nothing the context could fail to support: it
+    # passes, whatever its score; blocking it would only replace one non-answer with another.
+    refusal = record.get("verdict") == "refusal"
+    passed = not deciding and isinstance(consens, float) and (refusal or consens >= min_consens)
     fields = {k: v for k, v in record.items() if k not in _INPUT_FIELDS}
     return {
         "id": row_id,
