@@ -186,3 +186,18 @@ def test_write_csv_round_trips_through_read_rows(tmp_path: Path) -> None:
     assert all(isinstance(row, RagRow) for row in back)
     assert [row.contexts for row in back if isinstance(row, RagRow)] == [['say "hi"', "line\nbreak"], ["c"]]
     assert back[1].extra == {"score": "0.5", "ok": "true"}  # type: ignore[union-attr]
+
+
+def test_a_broken_json_line_is_named_by_its_1_based_line(tmp_path: Path) -> None:
+    # Issue 25: the fifth line of a file (after a blank line) was reported as "row 4" with no id.
+    path = tmp_path / "in.jsonl"
+    lines = [json.dumps({**ROW, "id": str(i)}) for i in range(3)] + ["", '{"question": "Q?", oops']
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    bad = list(read_rows(path))[3]
+    assert isinstance(bad, RowError) and (bad.index, bad.line) == (3, 5)
+    assert str(bad).startswith("line 5: not valid JSON")
+    assert "at line 5, column" in bad.message  # the output's errors entry names the line too
+    not_object = tmp_path / "list.jsonl"
+    not_object.write_text("\n[1, 2]\n", encoding="utf-8")
+    (item,) = read_rows(not_object)
+    assert isinstance(item, RowError) and str(item).startswith("line 2: ")

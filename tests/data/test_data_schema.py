@@ -170,3 +170,15 @@ def test_parse_rows_flags_repeated_id_on_the_later_row() -> None:
 def test_default_id_colliding_with_explicit_id_is_an_error() -> None:
     out = list(parse_rows([good(id="1"), good()]))  # the second row's default id is "1"
     assert isinstance(out[1], RowError) and out[1].field == "id"
+
+
+def test_a_null_alias_beside_a_given_one_is_absent_not_a_conflict() -> None:
+    # Issue 25: exports that write every column sent `contexts: null` beside a `context` string, and
+    # the row was refused as ambiguous; null means absent.
+    row = parse_row({"question": "Q?", "context": "C.", "contexts": None, "answer": "A."}, 0)
+    assert row.contexts == ["C."] and row.to_record()["context"] == "C."
+    row = parse_row({"question": "Q?", "contexts": ["C."], "user_input": None, "answer": "A."}, 0)
+    assert row.question == "Q?"
+    # Every name null: still the null's own error, on the preferred name.
+    with pytest.raises(InputError, match="null"):
+        parse_row({"question": "Q?", "contexts": None, "context": None, "answer": "A."}, 0)

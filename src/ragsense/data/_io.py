@@ -35,7 +35,8 @@ class RowError:
 
     ``index`` is the 0-based data row number; ``id`` the row's own id when it had a readable one;
     ``message`` the reason (without the row prefix); ``raw`` the row's fields, or the line's text when
-    it was not even valid JSON.
+    it was not even valid JSON; ``line`` the 1-based line of a JSONL file (blank lines counted, as an
+    editor counts them), so a row without a readable id is found where an editor shows it.
     """
 
     index: int
@@ -43,13 +44,19 @@ class RowError:
     field: str | None
     message: str
     raw: dict[str, Any] | str | None = None
+    line: int | None = None
 
     def to_record(self) -> dict[str, Any]:
         """The input fields (unchanged) to carry into an output row."""
         return dict(self.raw) if isinstance(self.raw, dict) else {}
 
     def __str__(self) -> str:
-        where = [f"row {self.id if self.id is not None else self.index}"]
+        if self.id is not None:
+            where = [f"row {self.id}"]
+        elif self.line is not None:
+            where = [f"line {self.line}"]
+        else:
+            where = [f"row {self.index}"]
         if self.field is not None:
             where.append(f"field {self.field!r}")
         return ", ".join(where) + ": " + self.message
@@ -119,12 +126,13 @@ def _file_records(file: Path) -> Iterator[_Record]:
     if suffix == ".csv":
         return _csv_records(file)
     if suffix == ".parquet":
-        return ((raw, None) for raw in parquet_rows(file))
+        return ((raw, None, None) for raw in parquet_rows(file))
     return _jsonl_file_records(file)
 
 
-# A record is (raw fields, None) or (raw text, why it is not a row).
-_Record: TypeAlias = tuple[Any, str | None]
+# A record is (raw fields, None, line) or (raw text, why it is not a row, line); line is the 1-based
+# line of a JSONL file, None for other sources.
+_Record: TypeAlias = tuple[Any, str | None, int | None]
 
 
 def parse_rows(raws: Iterable[Mapping[str, Any]], *, require_answer: bool = True) -> Iterator[RowOrError]:
@@ -136,21 +144,21 @@ def parse_rows(raws: Iterable[Mapping[str, Any]], *, require_answer: bool = True
     >>> [type(r).__name__ for r in parse_rows(rows)]
     ['RagRow', 'RowError']
     """
-    return _rows(((raw, None) for raw in raws), require_answer)
+    return _rows(((raw, None, None) for raw in raws), require_answer)
 
 
 def _rows(records: Iterable[_Record], require_answer: bool) -> Iterator[RowOrError]:
     seen: set[str] = set()
-    for index, (raw, problem) in enumerate(records):
+    for index, (raw, problem, line) in enumerate(records):
         if problem is not None:
-            yield RowError(index, None, None, problem, raw)
+            yield RowError(index, None, None, problem, raw, line)
             continue
         try:
             row = parse_row(raw, index, require_answer=require_answer)
             check_unique_id(row, index, seen)
         except InputError as exc:
             fields = dict(raw) if isinstance(raw, Mapping) else None
-            yield RowError(index, _safe_id(raw, index), exc.field, exc.reason, fields)
+            yield RowError(index, _safe_id(raw, index), exc.field, exc.reason, fields, line)
         else:
             yield row
 
@@ -171,23 +179,28 @@ def _jsonl_file_records(file: Path) -> Iterator[_Record]:
 
 
 def _jsonl_records(lines: Iterable[str]) -> Iterator[_Record]:
-    for line in lines:
+    # Lines are numbered from 1 with blank ones counted, as editors number them: the message must lead
+    # the user to the line, and a 0-based data-row index does not.
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         text = line.rstrip("\r\n")
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            yield text, f"not valid JSON ({exc.msg} at column {exc.colno})"
+            yield text, f"not valid JSON ({exc.msg} at line {number}, column {exc.colno})", number
             continue
-        yield _as_object(value)
+        yield _as_object(value, number)
 
 
-def _as_object(value: Any) -> _Record:
+def _as_object(value: Any, line: int | None = None) -> _Record:
     if isinstance(value, dict):
-        return value, None
-    return value if isinstance(value, str) else json.dumps(value), (
-        f"expected a JSON object with named fields, got {type(value).__name__}"
+        return value, None, line
+    where = "" if line is None else f" on line {line}"
+    return (
+        value if isinstance(value, str) else json.dumps(value),
+        f"expected a JSON object with named fields{where}, got {type(value).__name__}",
+        line,
     )
 
 
@@ -211,10 +224,10 @@ def _csv_records(file: Path) -> Iterator[_Record]:
     with file.open(encoding="utf-8-sig", newline="") as handle:
         for record in csv.DictReader(handle, restkey=overflow):
             if overflow in record:
-                yield dict(record), "row has more cells than the header has columns"
+                yield dict(record), "row has more cells than the header has columns", None
                 continue
             # A short row leaves the columns it lacks as None: treat them as absent.
-            yield {key: value for key, value in record.items() if value is not None}, None
+            yield {key: value for key, value in record.items() if value is not None}, None, None
 
 
 # --------------------------------------------------------------------------------------------- writing

@@ -83,6 +83,12 @@ def _pick(raw: Mapping[str, Any], canonical: str, row: int | str) -> tuple[str |
     present = [name for name in ALIASES[canonical] if name in raw]
     if not present:
         return None, None
+    # A null means "absent" (exports often write every column, null where unused): `contexts: null`
+    # beside a `context` string is that string, not a conflict. Only when every name is null does the
+    # null itself reach the type check.
+    given = [name for name in present if raw[name] is not None]
+    if given:
+        present = given
     if len(present) > 1:
         values = [raw[name] for name in present]
         if any(v != values[0] for v in values[1:]):
