@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any, TypeAlias
 
 from ragsense.data._schema import RagRow, check_unique_id, given_id, parse_row
-from ragsense.data._tabular import parquet_rows
+from ragsense.data._tabular import json_value, parquet_rows
 from ragsense.errors import InputError
 
 SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
@@ -157,7 +157,8 @@ def _rows(records: Iterable[_Record], require_answer: bool) -> Iterator[RowOrErr
             row = parse_row(raw, index, require_answer=require_answer)
             check_unique_id(row, index, seen)
         except InputError as exc:
-            fields = dict(raw) if isinstance(raw, Mapping) else None
+            # The row's fields are carried into its output row: make them JSON values (see json_value).
+            fields = json_value(dict(raw)) if isinstance(raw, Mapping) else None
             yield RowError(index, _safe_id(raw, index), exc.field, exc.reason, fields, line)
         else:
             yield row

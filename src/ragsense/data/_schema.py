@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragsense.data._tabular import json_value
 from ragsense.errors import InputError
 
 # Canonical name -> accepted input names, in order of preference.
@@ -234,7 +235,9 @@ def parse_row(raw: Mapping[str, Any], index: int, *, require_answer: bool = True
         if not reference.strip():  # an empty CSV cell: no reference
             reference = None
 
-    extra = {key: value for key, value in raw.items() if key not in _KNOWN}
+    # Extra fields pass through to the output whatever their type: a value JSON cannot hold (a
+    # timestamp, bytes, a decimal from Parquet) becomes text here, not a crash when the row is written.
+    extra = {key: json_value(value) for key, value in raw.items() if key not in _KNOWN}
     return RagRow(
         id=row_id,
         question=question,

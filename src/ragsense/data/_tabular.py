@@ -7,6 +7,8 @@ cell becomes ``None``, never NaN).
 
 from __future__ import annotations
 
+import base64
+import datetime
 import json
 import math
 import os
@@ -14,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ragsense.errors import BackendUnavailableError
+from ragsense.errors import BackendUnavailableError, InputError
 
 
 def require_module(module: str, extra: str, purpose: str) -> Any:
@@ -56,6 +58,33 @@ def plain_value(value: Any) -> Any:
     return value
 
 
+def json_value(value: Any) -> Any:
+    """``value`` as something JSON holds, for input fields that are carried into output rows as they
+    are: dates and times as ISO text, bytes as base64 text, decimals (and anything else JSON has no
+    type for) as their ``str``; containers element by element.
+
+    Arrow columns of any type reach rows this way (a Parquet file with a timestamp, binary, decimal or
+    date column), and an extra field must pass through, not end the run when the row is written.
+
+    >>> import datetime as dt, decimal
+    >>> json_value({"at": dt.datetime(2026, 1, 2, 3, 4), "raw": b"\\x00\\xff", "d": decimal.Decimal("1.50")})
+    {'at': '2026-01-02T03:04:00', 'raw': 'AP8=', 'd': '1.50'}
+    """
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_value(v) for v in value]
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    # Decimals, durations and anything else JSON has no type for: their own text, which loses nothing
+    # a reader of the output needs (a float would round a decimal).
+    return str(value)
+
+
 def plain_record(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A row of plain values; columns whose value is missing are dropped (an absent field)."""
     record = {str(k): plain_value(v) for k, v in raw.items()}
@@ -63,9 +92,23 @@ def plain_record(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def parquet_rows(file: Path) -> Iterator[dict[str, Any]]:
-    """The rows of a Parquet file as plain dicts, read a batch at a time."""
+    """The rows of a Parquet file as plain dicts, read a batch at a time.
+
+    The file is opened here, before the first row is asked for, so a file that is not Parquet is an
+    :class:`~ragsense.errors.InputError` (a usage error) before a run starts, not an Arrow traceback
+    in the middle of one. Values keep their Python types (a ``datetime`` stays one, so a needed field
+    of the wrong type is a row error); the row parser makes the other fields JSON values.
+    """
     pq = require_module("pyarrow.parquet", "parquet", "reading Parquet")
-    handle = pq.ParquetFile(file)
+    pa = require_module("pyarrow", "parquet", "reading Parquet")
+    try:
+        handle = pq.ParquetFile(file)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"cannot read {str(file)!r} as Parquet: {exc}") from None
+    return _parquet_batches(handle)
+
+
+def _parquet_batches(handle: Any) -> Iterator[dict[str, Any]]:
     for batch in handle.iter_batches(batch_size=1024):
         for raw in batch.to_pylist():
             yield plain_record(raw)
