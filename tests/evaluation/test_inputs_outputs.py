@@ -448,3 +448,15 @@ def test_evaluation_basics() -> None:
     assert repr(run) == "Evaluation(3 rows; metrics: consens)"
     assert not run.has_errors
     assert run.metrics[0].settings["model"] == "fake" and run.metrics[0].verdict == "verdict"
+
+
+def test_save_refuses_an_existing_file_unless_overwrite(tmp_path: Path) -> None:
+    # Issue 25: save() replaced an existing file silently while the CLI refused; one rule for both.
+    run = reference_run()
+    path = tmp_path / "out.jsonl"
+    path.write_text("precious\n", encoding="utf-8")
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        run.save(path)
+    assert path.read_text(encoding="utf-8") == "precious\n"
+    run.save(path, overwrite=True)
+    assert len(path.read_text(encoding="utf-8").splitlines()) == len(run.rows)

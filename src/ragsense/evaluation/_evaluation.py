@@ -11,7 +11,7 @@ from typing import Any
 
 from ragsense.data import require_module
 from ragsense.evaluation._contract import Metric
-from ragsense.evaluation._outputs import save_rows
+from ragsense.evaluation._outputs import check_output, save_rows
 from ragsense.evaluation._runner import RunStats
 from ragsense.stats import Share, format_share, mean_ci, shares_of
 
@@ -261,6 +261,13 @@ class Evaluation:
         pd = require_module("pandas", "pandas", "Evaluation.to_pandas()")
         return pd.DataFrame(self.rows)
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the rows to ``.jsonl``, ``.csv`` or ``.parquet`` (by extension); returns the path."""
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Write the rows to ``.jsonl``, ``.csv`` or ``.parquet`` (by extension); returns the path.
+
+        An existing file is refused (:class:`FileExistsError`) unless ``overwrite=True``: the same rule
+        as ``evaluate(output=...)`` and the CLI's ``-o``, so no results are replaced by accident.
+        """
+        check_output(path)  # an unknown suffix is named before the existing file is
+        if not overwrite and str(path) != "-" and Path(path).exists():
+            raise FileExistsError(f"output file {str(path)!r} already exists; replace it with overwrite=True")
         return save_rows(path, self.rows)
