@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from ragsense.cli import main
+from ragsense.data import read_rows, sample_rows_path
 from ragsense.runs import EXIT_GATE_FAILED, RunStore, compare_runs
 from ragsense.stats import format_share, share_ci
 
 SAMPLE = ["--sample", "--model", "fake", "--table", "never"]
+N_SAMPLE = len(list(read_rows(sample_rows_path())))  # the rows of the bundled sample
 
 
 def _evaluate(store: Path, *extra: str) -> int:
@@ -51,14 +53,16 @@ def test_max_share_counts_verdicts_and_errors(tmp_path: Path, capsys: pytest.Cap
     verdicts = summary["metrics"]["consens"]["verdicts"]
     unsure = verdicts.get("unsure", 0)
     assert unsure > 0  # the fake model leaves some sample rows "unsure"
-    assert summary["metrics"]["consens"]["verdict_shares"]["unsure"] == share_ci(unsure, 8)  # stored too
+    assert summary["metrics"]["consens"]["verdict_shares"]["unsure"] == share_ci(
+        unsure, N_SAMPLE
+    )  # stored too
     capsys.readouterr()
-    assert _evaluate(store, "--max-share", f"unsure={unsure / 8:.4f}") == 0
-    assert _evaluate(store, "--max-share", f"unsure={unsure / 8 - 0.01:.4f}") == EXIT_GATE_FAILED
+    assert _evaluate(store, "--max-share", f"unsure={unsure / N_SAMPLE:.4f}") == 0
+    assert _evaluate(store, "--max-share", f"unsure={unsure / N_SAMPLE - 0.01:.4f}") == EXIT_GATE_FAILED
     # The failure says how many rows, the share and its Wilson interval.
     failed = capsys.readouterr().err.splitlines()[-1]
     assert failed.startswith("gate FAILED: share unsure ")
-    assert f"{format_share(share_ci(unsure, 8))} > " in failed and "95% Wilson interval" in failed
+    assert f"{format_share(share_ci(unsure, N_SAMPLE))} > " in failed and "95% Wilson interval" in failed
     assert _evaluate(store, "--max-share", "errors=0") == 0
 
 
@@ -130,9 +134,9 @@ def test_junit_has_one_case_per_gate_and_per_row(tmp_path: Path) -> None:
     assert cases[0].find("failure") is not None and cases[1].find("failure") is None
     run_id = gates.find("properties/property").get("value")  # type: ignore[union-attr]
     assert RunStore(store).get(run_id or "").status == "complete"
-    assert rows.get("name") == "ragsense.rows" and rows.get("tests") == "8"
+    assert rows.get("name") == "ragsense.rows" and rows.get("tests") == str(N_SAMPLE)
     failed = [c for c in rows.findall("testcase") if c.find("failure") is not None]
-    assert rows.get("failures") == str(len(failed)) and 0 < len(failed) <= 8
+    assert rows.get("failures") == str(len(failed)) and 0 < len(failed) <= N_SAMPLE
     assert all("< 0.99" in (c.find("failure").get("message") or "") for c in failed)  # type: ignore[union-attr]
     # Without gates, --junit still writes a file (an empty gates suite) so CI always finds it.
     assert _evaluate(store, "--junit", str(tmp_path / "empty.xml")) == 0

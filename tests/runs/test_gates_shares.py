@@ -9,32 +9,38 @@ from pathlib import Path
 
 import pytest
 
+from ragsense.consens import default_bands
 from ragsense.runs import check_gates, parse_gates, write_junit
 from ragsense.stats import share_ci
 
-# A mean of +0.22 over five rows, three of them ungrounded: a few high scores carry the mean.
-SCORES = [0.9, 0.8, -0.3, -0.2, -0.1]
+# A mean of +0.19 over five rows, three of them ungrounded: a few high scores carry the mean.
+SCORES = [0.95, 0.9, -0.25, -0.3, -0.35]
 VERDICTS = ["grounded"] * 2 + ["ungrounded"] * 3
 THREE_OF_FIVE = [
     {"id": f"r{i}", "consens": c, "verdict": v, "errors": []}
     for i, (c, v) in enumerate(zip(SCORES, VERDICTS, strict=True))
 ]
+MEAN_FLOOR = 0.1  # a floor their mean clears
+
+
+def test_the_verdicts_are_those_of_the_default_bands() -> None:
+    assert [default_bands().verdict(c) for c in SCORES] == VERDICTS
 
 
 def test_three_of_five_ungrounded_passes_a_mean_gate_and_fails_the_share_gate() -> None:
     mean_gate, share_gate = check_gates(
-        parse_gates(fail_under="consens=0.02", max_share="ungrounded=0"),
+        parse_gates(fail_under=f"consens={MEAN_FLOOR}", max_share="ungrounded=0"),
         THREE_OF_FIVE,
         verdict_fields=["verdict"],
     )
-    assert mean_gate.passed and mean_gate.value is not None and mean_gate.value > 0.02
+    assert mean_gate.passed and mean_gate.value is not None and mean_gate.value > MEAN_FLOOR
     assert not share_gate.passed and share_gate.value == 0.6 and share_gate.n == 5
     assert share_gate.ci95 == (share_ci(3, 5)["low"], share_ci(3, 5)["high"])
     assert share_gate.message == "share ungrounded 60% [23%, 88%] (3 of 5) > 0% (95% Wilson interval)"
     # The mean's interval is a bootstrap one: inside the scores, unlike the t interval it replaced.
-    assert (
-        mean_gate.ci95 is not None and -0.3 <= mean_gate.ci95[0] < mean_gate.value < mean_gate.ci95[1] <= 0.9
-    )
+    assert mean_gate.ci95 is not None and min(SCORES) <= mean_gate.ci95[0] < mean_gate.value < mean_gate.ci95[
+        1
+    ] <= max(SCORES)
     assert "[" in mean_gate.message and mean_gate.to_dict()["ci95"] == list(mean_gate.ci95)
 
 

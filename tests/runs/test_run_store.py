@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from ragsense.consens import DEFAULT_AGGREGATION
 from ragsense.evaluation import evaluate
 from ragsense.runs import (
     COMPLETE,
@@ -43,7 +44,10 @@ def test_round_trip_keeps_settings_rows_and_summary(tmp_path: Path) -> None:
     assert stored.status == COMPLETE and stored.tag == "v1" and stored.n_rows == len(ROWS)
     assert stored.metric_names == ["consens", "similarity"]
     consens = stored.metrics[0]
-    assert consens["settings"]["aggregation"] == "q25" and consens["settings"]["attribution"] is True
+    assert (
+        consens["settings"]["aggregation"] == DEFAULT_AGGREGATION.value
+        and consens["settings"]["attribution"] is True
+    )
     assert consens["models"] == {"model": "fake:fake"}
     assert stored.metrics[1]["models"]["embedder"].startswith("all-minilm-l6-v2@")
     assert stored.input_hash is not None and len(stored.input_hash) == 64

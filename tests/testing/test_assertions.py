@@ -33,19 +33,23 @@ CONTEXTS = [
     "It was designed by the architect Mara Delqvist.",
 ]
 GROUNDED = "The museum was designed by Mara Delqvist."
+# Every word but one ("Oslo") stated in the second document: a score between the bands' edges.
+PARTIAL = "The museum was designed by Mara Delqvist in Oslo."
 # Seven words the contexts do not have (contrast 0 on the fake model) and one they have.
 UNGROUNDED = "Frank Gehry drew it with purple crayons during rainy summers, not Delqvist."
 
 
-def _weakest_words(message: str) -> list[tuple[str, float]]:
+def _weakest_words(message: str) -> list[tuple[str, float, bool]]:
+    """(word, contrast, marked as stated) per line of the message's weakest words."""
     lines = message.splitlines()
     start = next(i for i, line in enumerate(lines) if "weakest words" in line) + 1
     out = []
     for line in lines[start:]:
         if not line.startswith("    "):
             break
-        word, contrast = line.split()
-        out.append((word, float(contrast)))
+        word, contrast, *rest = line.split()
+        assert rest in ([], ["stated", "in", "the", "context"]), line
+        out.append((word, float(contrast), bool(rest)))
     return out
 
 
@@ -103,8 +107,8 @@ def test_failure_message_has_score_threshold_verdict_and_weakest_words(
     # The five lowest contrasts, lowest first; Delqvist (in the context) is not among them.
     contrasts = sorted(w["nll_empty"] - w["nll_context"] for w in error.row["words"])
     assert len(error.row["words"]) > 5 and len(weakest) == 5
-    assert [c for _, c in weakest] == pytest.approx([round(c, 2) for c in contrasts[:5]], abs=0.006)
-    assert "Delqvist" not in {w for w, _ in weakest}
+    assert [c for _, c, _ in weakest] == pytest.approx([round(c, 2) for c in contrasts[:5]], abs=0.006)
+    assert "Delqvist" not in {w for w, _, _ in weakest} and not any(s for _, _, s in weakest)
     # One context: no documents section and no second (attribution) run.
     assert "documents" not in message
     assert len(evaluate_calls) == 1
@@ -124,12 +128,20 @@ def test_failure_with_several_contexts_lists_the_documents(evaluate_calls: list[
 
 
 def test_documents_are_ranked_by_drop() -> None:
-    # The fake model finds "Delqvist" in the second document only: leaving it out lowers the score.
+    # "Mara Delqvist" is in the second document only: leaving it out lowers the score; leaving out the
+    # first changes nothing.
     with pytest.raises(GroundingAssertionError) as info:
-        assert_grounded(QUESTION, CONTEXTS, GROUNDED, min_consens=1.0, model="fake")
+        assert_grounded(QUESTION, CONTEXTS, PARTIAL, model="fake")
     lines = str(info.value).splitlines()
     docs = [line.split()[0] for line in lines if line.startswith("    [")]
     assert docs == ["[1]", "[0]"]
+    # The word the context does not state comes first; the stated ones follow, marked, though their
+    # contrast is higher.
+    weakest = _weakest_words(str(info.value))
+    assert [(w, s) for w, _, s in weakest] == [("Oslo", False), ("Delqvist", True), ("Mara", True)]
+    assert weakest[0][1] < weakest[1][1] <= weakest[2][1]
+    drops = {d["index"]: d["drop"] for d in info.value.row["attribution"]}
+    assert drops[1] > 0 and drops[0] == pytest.approx(0.0, abs=1e-9)
     assert info.value.row["top_document"] == 1
 
 
@@ -141,12 +153,17 @@ def test_explain_false_gives_one_line_and_no_attribution_run(evaluate_calls: lis
 
 
 def test_min_consens_and_aggregation_set_the_threshold() -> None:
-    # A weak answer passes a low bar; a grounded one fails an impossible bar.
-    weak = assert_grounded(QUESTION, CONTEXTS, UNGROUNDED, min_consens=-1.0, model="fake")
-    assert weak["verdict"] != "grounded"
+    # An ungrounded answer passes the lowest bar; an answer stated word for word passes the highest
+    # (the support score is exactly 1 when the context states every word), one with an unstated word
+    # fails it, and passes a bar at its own score.
+    low = assert_grounded(QUESTION, CONTEXTS, UNGROUNDED, min_consens=-1.0, model="fake")
+    assert low["verdict"] == "ungrounded"
+    assert assert_grounded(QUESTION, CONTEXTS, GROUNDED, min_consens=1.0, model="fake")["consens"] == 1.0
     with pytest.raises(GroundingAssertionError) as info:
-        assert_grounded(QUESTION, CONTEXTS, GROUNDED, min_consens=1.0, model="fake", explain=False)
-    assert info.value.threshold == 1.0
+        assert_grounded(QUESTION, CONTEXTS, PARTIAL, min_consens=1.0, model="fake", explain=False)
+    assert info.value.threshold == 1.0 and info.value.consens < 1.0
+    partial = assert_grounded(QUESTION, CONTEXTS, PARTIAL, min_consens=info.value.consens, model="fake")
+    assert partial["consens"] == info.value.consens and partial["verdict"] == "unsure"
     with pytest.raises(GroundingAssertionError) as info:
         assert_grounded(QUESTION, CONTEXTS, UNGROUNDED, aggregation="geometric", model="fake")
     assert info.value.threshold == default_bands(Aggregation.GEOMETRIC).grounded_at
@@ -288,23 +305,24 @@ def test_assert_scores_bad_parameters(result: Any, thresholds: dict[str, Any], p
     assert info.value.parameter == parameter
 
 
-# The run that misled users: a mean of +0.22 over five rows, three of them ungrounded.
+# The run that misled users: a mean of +0.19 over five rows, three of them ungrounded (verdicts from the
+# default bands, checked below).
 THREE_OF_FIVE: list[dict[str, Any]] = [
-    {"id": f"r{i}", "consens": c, "verdict": v, "aggregation": DEFAULT_AGGREGATION.value, "errors": []}
-    for i, (c, v) in enumerate(
-        [
-            (0.9, "grounded"),
-            (0.8, "grounded"),
-            (-0.3, "ungrounded"),
-            (-0.2, "ungrounded"),
-            (-0.1, "ungrounded"),
-        ]
-    )
+    {
+        "id": f"r{i}",
+        "consens": c,
+        "verdict": default_bands().verdict(c),
+        "aggregation": DEFAULT_AGGREGATION.value,
+        "errors": [],
+    }
+    for i, c in enumerate([0.95, 0.9, -0.25, -0.3, -0.35])
 ]
+MEAN_FLOOR = 0.1  # a floor the mean of THREE_OF_FIVE clears
 
 
 def test_three_of_five_ungrounded_fails_the_default_share_check_but_passes_a_mean() -> None:
-    assert assert_scores(THREE_OF_FIVE, max_share={}, consens=0.02) == {"consens": pytest.approx(0.22)}
+    assert [r["verdict"] for r in THREE_OF_FIVE] == ["grounded"] * 2 + ["ungrounded"] * 3
+    assert assert_scores(THREE_OF_FIVE, max_share={}, consens=MEAN_FLOOR) == {"consens": pytest.approx(0.19)}
     with pytest.raises(ScoreAssertionError) as info:
         assert_scores(THREE_OF_FIVE)
     lines = str(info.value).splitlines()
@@ -313,12 +331,12 @@ def test_three_of_five_ungrounded_fails_the_default_share_check_but_passes_a_mea
         "  share ungrounded 60% [23%, 88%] (3 of 5) > 0% (95% Wilson interval)",
     ]
     assert lines[2:] == [
-        f"    row r{i}: verdict ungrounded, consens {c:+.3f}" for i, c in [(2, -0.3), (3, -0.2), (4, -0.1)]
+        f"    row r{i}: verdict ungrounded, consens {c:+.3f}" for i, c in [(2, -0.25), (3, -0.3), (4, -0.35)]
     ]
     assert info.value.shares == {"ungrounded": 0.6} and info.value.max_share == {"ungrounded": 0.0}
     # With a mean check as well, both are judged and the mean's pass does not hide the share's failure.
     with pytest.raises(ScoreAssertionError) as info:
-        assert_scores(THREE_OF_FIVE, consens=0.02)
+        assert_scores(THREE_OF_FIVE, consens=MEAN_FLOOR)
     assert str(info.value).startswith("1 of 2 checks failed (5 rows):")
     copy = pickle.loads(pickle.dumps(info.value))
     assert (

@@ -2,7 +2,8 @@
 message points at the invented words.
 
 The examples use a made-up museum, so that the model cannot know the answer without the context: on
-"The Eiffel Tower was completed in 1889." it does (q25 score about +0.016, verdict 'unsure')."""
+"The Eiffel Tower was completed in 1889." it does, and its likelihood contrast is small (q25 score about
++0.02; the support score counts the words the context states and gives +1.00)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def test_grounded_passes_and_ungrounded_fails(smollm2: Any) -> None:
             "The capital of Australia is Sydney, home of the famous opera house.",
             model="smollm2-135m",
         )
-    assert info.value.row["verdict"] == "ungrounded"  # about -0.53
+    assert info.value.row["verdict"] == "ungrounded"  # about -0.80
     message = str(info.value)
     assert message.split("more likely):\n", 1)[1].split()[0] == "Sydney"  # about -4.2
     assert "[0] drop" in message and "[1] drop" in message

@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import pytest
 
+from ragsense import evaluate
 from ragsense.consens import DEFAULT_AGGREGATION, Bands, default_bands
 from ragsense.testing import _assertions, assert_grounded
 
 pytest_plugins = ["pytester"]
 
+QUESTION = "Who designed the Zorvian Museum?"
+CONTEXTS = [
+    "The Zorvian Museum in Kelton was completed in 1847.",
+    "It was designed by the architect Mara Delqvist.",
+]
 USER_TESTS = """
 from ragsense.testing import assert_grounded, assert_scores
 
@@ -49,15 +55,19 @@ def _fake_model_loaded() -> None:
 
 def test_option_fixtures_and_failure_output(pytester: pytest.Pytester) -> None:
     before = _assertions._session_model
+    # The invented answer's score on the fake model: no word stated, so below the ungrounded edge.
+    row = {"question": QUESTION, "contexts": CONTEXTS, "answer": "Frank Gehry drew it with purple crayons."}
+    invented = evaluate([row], ["consens"], model="fake", progress=False).rows[0]["consens"]
+    assert invented < default_bands().ungrounded_below
     pytester.makepyfile(test_user=USER_TESTS)
     result = pytester.runpytest("--ragsense-model", "fake", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(
         [
             "*test_not_grounded*",
-            "E * ragsense.testing.GroundingAssertionError: answer is not grounded: consens +0.000 < "
-            f"min_consens {default_bands().grounded_at:+.3f} (verdict '*', {DEFAULT_AGGREGATION.value}, "
-            "model fake)",
+            "E * ragsense.testing.GroundingAssertionError: answer is not grounded: "
+            f"consens {invented:+.3f} < min_consens {default_bands().grounded_at:+.3f} "
+            f"(verdict 'ungrounded', {DEFAULT_AGGREGATION.value}, model fake)",
             "E *weakest words (contrast nll_empty - nll_context*",
             "E *Frank *+0.00",
             "E *documents the answer rests on*",
@@ -86,12 +96,23 @@ def test_ini_option_and_command_line_precedence(pytester: pytest.Pytester) -> No
     result.stdout.fnmatch_lines(["*ModelNotFoundError*no-such-model*"])
 
 
-BANDS_TESTS = """
+# A long answer with one word the context does not state ("cellars"): grounded under the default
+# bands, with a score below 1 (checked below).
+BANDS_CONTEXT = (
+    "The Zorvian Museum in Kelton was designed by the architect Mara Delqvist, who also drew its halls, "
+    "towers, gardens, fountains, galleries, stairs, windows, domes, arches, courtyards, terraces, "
+    "bridges, gates, porches and chapels."
+)
+BANDS_ANSWER = (
+    "The architect Mara Delqvist designed it and drew its halls, towers, gardens, fountains, galleries, "
+    "stairs, windows, domes, arches, courtyards, terraces, bridges, gates, porches, chapels and cellars."
+)
+BANDS_TESTS = f"""
 from ragsense.testing import assert_grounded, assert_scores
 
-QUESTION = "Who designed the Zorvian Museum?"
-CONTEXTS = ["It was designed by the architect Mara Delqvist."]
-GROUNDED = "It was designed by Mara Delqvist."
+QUESTION = {QUESTION!r}
+CONTEXTS = [{BANDS_CONTEXT!r}]
+GROUNDED = {BANDS_ANSWER!r}
 
 
 def test_bands_fixture(ragsense_bands):
@@ -103,7 +124,7 @@ def test_assert_grounded_uses_the_bands():
 
 
 def test_evaluate_fixture_uses_the_bands(ragsense_evaluate):
-    run = ragsense_evaluate([{"question": QUESTION, "contexts": CONTEXTS, "answer": GROUNDED}], "consens")
+    run = ragsense_evaluate([{{"question": QUESTION, "contexts": CONTEXTS, "answer": GROUNDED}}], "consens")
     assert run.rows[0]["verdict"] == "ungrounded"
     assert run.metrics[0].settings["bands"]["origin"] == "strict-test"
     assert_scores(run)
@@ -112,7 +133,10 @@ def test_evaluate_fixture_uses_the_bands(ragsense_evaluate):
 
 def test_bands_option_and_ini_reach_assertions_and_fixtures(pytester: pytest.Pytester) -> None:
     before = _assertions._session_bands
-    # Bands no answer can reach: a grounded answer is "ungrounded" under them.
+    # Under the default bands the answer is grounded, though one of its words is not stated.
+    row = assert_grounded(QUESTION, [BANDS_CONTEXT], BANDS_ANSWER, model="fake", bands=default_bands())
+    assert row["verdict"] == "grounded" and row["consens"] < 1.0
+    # Bands only an answer the context states word for word reaches: that answer is "ungrounded".
     strict = Bands(DEFAULT_AGGREGATION.value, grounded_at=1.0, ungrounded_below=1.0, origin="strict-test")
     strict.save(pytester.path / "strict.json")
     pytester.makepyfile(test_bands=BANDS_TESTS)

@@ -3,23 +3,23 @@ floor, and a JUnit XML file for CI systems.
 
 ``--max-share ungrounded=0,errors=0`` makes one :class:`Gate` per verdict value: its share among the
 rows that have the verdict must be at most the value (the name ``errors`` is the share of rows with
-any error). This is the gate to use: it counts the rows that fail. ``--fail-under consens=0.02`` makes
+any error). This is the gate to use: it counts the rows that fail. ``--fail-under consens=0.1`` makes
 one per score: its mean over the rows its metric scored must be at least the value. A mean can clear
 its floor while most rows are bad, since a few high scores make up for them: with five rows scoring
-0.9, 0.8, -0.3, -0.2 and -0.1 the mean is +0.22, over the 0.02 floor, and three of the five are
+0.95, 0.9, -0.25, -0.3 and -0.35 the mean is +0.19, over the 0.1 floor, and three of the five are
 ``ungrounded``. A gate with no row to judge fails: an empty run proves nothing.
 
 Each result carries a 95% interval, so a gate passed on five rows reads as what it is: a verdict
 share's Wilson interval (``0 of 5 ungrounded`` is ``0% [0%, 43%]``), a mean's bootstrap interval.
 The gate itself compares the observed share or mean with its limit.
 
->>> gates = parse_gates(fail_under="consens=0.02", max_share="ungrounded=0")
+>>> gates = parse_gates(fail_under="consens=0.1", max_share="ungrounded=0")
 >>> rows = [{"consens": c, "verdict": v, "errors": []} for c, v in
-...         [(0.9, "grounded"), (0.8, "grounded"), (-0.3, "ungrounded"), (-0.2, "ungrounded"),
-...          (-0.1, "ungrounded")]]
+...         [(0.95, "grounded"), (0.9, "grounded"), (-0.25, "ungrounded"), (-0.3, "ungrounded"),
+...          (-0.35, "ungrounded")]]
 >>> for r in check_gates(gates, rows, verdict_fields=["verdict"]):
 ...     print("passed" if r.passed else "FAILED", r.message)
-passed mean consens +0.2200 [-0.2200, +0.6600] over 5 rows >= 0.02
+passed mean consens +0.1900 [-0.3100, +0.6900] over 5 rows >= 0.1
 FAILED share ungrounded 60% [23%, 88%] (3 of 5) > 0% (95% Wilson interval)
 """
 

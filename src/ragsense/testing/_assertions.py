@@ -132,11 +132,12 @@ def assert_grounded(
 
     Returns the scored output row (``consens``, ``verdict``, ``words``, ... as in docs/metrics.md).
     On failure raises :class:`GroundingAssertionError` whose message has the score, threshold and
-    verdict, and with ``explain`` the answer's weakest words (lowest contrast
-    ``nll_empty - nll_context``) and, for two or more contexts, how much the score drops when each
-    document is left out (a second, attribution run, made only on failure). A row that cannot be
-    scored (an empty answer, no contexts) raises :class:`~ragsense.errors.InputError` naming the
-    field; a model failure raises :class:`~ragsense.errors.ModelCallError`.
+    verdict, and with ``explain`` the answer's weakest words (those the context does not state first,
+    each group by lowest contrast ``nll_empty - nll_context``; a stated word is marked) and, for two
+    or more contexts, how much the score drops when each document is left out (a second, attribution
+    run, made only on failure). A row that cannot be scored (an empty answer, no contexts) raises
+    :class:`~ragsense.errors.InputError` naming the field; a model failure raises
+    :class:`~ragsense.errors.ModelCallError`.
 
     >>> row = assert_grounded("Who designs proteins?", ["David Baker designs proteins in Seattle."],
     ...                       "David Baker, in Seattle.", model="fake")
@@ -146,8 +147,8 @@ def assert_grounded(
     ...     assert_grounded("Who designs proteins?", ["David Baker designs proteins in Seattle.",
     ...                     "Seattle is in Washington."], "Linus Pauling, in Pasadena.", model="fake")
     ... except GroundingAssertionError as error:
-    ...     print(str(error).splitlines()[0][:42])
-    answer is not grounded: consens +0.000 < m
+    ...     print(str(error).splitlines()[0])
+    answer is not grounded: consens -0.462 < min_consens +0.830 (verdict 'ungrounded', support, model fake)
     """
     __tracebackhide__ = True  # pytest shows the test's line and the message, not this function
     from ragsense.metrics import ConSens
@@ -187,12 +188,12 @@ def assert_scores(
     ``"errors"`` is the share of rows with any error), among the rows with a verdict. Default
     (:data:`DEFAULT_MAX_SHARE`): no row may be ``ungrounded``, checked whenever the rows have ConSens
     verdicts; ``max_share={}`` checks none. Verdicts are counted rather than scores averaged because a
-    mean can pass while most rows fail: rows scoring 0.9, 0.8, -0.3, -0.2, -0.1 average +0.22, and
-    three of the five are ``ungrounded``. ``bands``: re-read each ConSens row's verdict from its score
+    mean can pass while most rows fail: rows scoring 0.95, 0.9, -0.25, -0.3, -0.35 average +0.19,
+    and three of the five are ``ungrounded``. ``bands``: re-read each ConSens row's verdict from its score
     with these bands (a :class:`~ragsense.consens.Bands` or a bands file; a ``refusal`` stays one)
     before counting, e.g. bands ``ragsense calibrate`` fitted on your own data.
 
-    ``min_means``: output field = minimum mean, for any metric's numeric field (``consens=0.02``,
+    ``min_means``: output field = minimum mean, for any metric's numeric field (``consens=0.1``,
     ``response_adherence=0.8``; a boolean field such as ``correct`` counts as 0/1, so its mean is a
     share). Every row must have a value: a row that the field's metric could not score fails the
     assertion, as does a row with no verdict when a share is checked.
@@ -203,18 +204,18 @@ def assert_scores(
     :class:`~ragsense.errors.ParameterError` for a field or verdict that no row has.
 
     >>> rows = [{"id": f"r{i}", "consens": c, "verdict": v} for i, (c, v) in enumerate(
-    ...     [(0.9, "grounded"), (0.8, "grounded"), (-0.3, "ungrounded"), (-0.2, "ungrounded"),
-    ...      (-0.1, "ungrounded")])]
-    >>> {k: round(v, 3) for k, v in assert_scores(rows, max_share={}, consens=0.02).items()}  # passes
-    {'consens': 0.22}
+    ...     [(0.95, "grounded"), (0.9, "grounded"), (-0.25, "ungrounded"), (-0.3, "ungrounded"),
+    ...      (-0.35, "ungrounded")])]
+    >>> {k: round(v, 3) for k, v in assert_scores(rows, max_share={}, consens=0.1).items()}  # passes
+    {'consens': 0.19}
     >>> assert_scores(rows)  # the default: no ungrounded row
     Traceback (most recent call last):
     ...
     ragsense.testing.ScoreAssertionError: 1 of 1 checks failed (5 rows):
       share ungrounded 60% [23%, 88%] (3 of 5) > 0% (95% Wilson interval)
-        row r2: verdict ungrounded, consens -0.300
-        row r3: verdict ungrounded, consens -0.200
-        row r4: verdict ungrounded, consens -0.100
+        row r2: verdict ungrounded, consens -0.250
+        row r3: verdict ungrounded, consens -0.300
+        row r4: verdict ungrounded, consens -0.350
     """
     __tracebackhide__ = True
     from ragsense.runs import ERRORS, Gate, check_gates
@@ -243,7 +244,7 @@ def assert_scores(
     if not min_means and not limits:
         raise ParameterError(
             "nothing to check: the rows have no verdict; name a score and its minimum mean, e.g. "
-            "consens=0.02, or a verdict and its maximum share, max_share={'ungrounded': 0.05}",
+            "consens=0.1, or a verdict and its maximum share, max_share={'ungrounded': 0.05}",
             parameter="min_means",
         )
     observed: dict[str, float] = {}
@@ -469,15 +470,18 @@ def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool) 
         ),
         key=lambda item: (item[0], item[1]),
     )
-    words = [(word, contrast) for _, contrast, word in ranked]
-    if words:
-        weakest = words[:WEAKEST_WORDS]
-        width = max(len(word) for word, _ in weakest)
+    if ranked:
+        weakest = ranked[:WEAKEST_WORDS]
+        width = max(len(word) for _, _, word in weakest)
         lines.append(
             "  weakest words (contrast nll_empty - nll_context; <= 0: the context did not make the word "
             "more likely):"
         )
-        lines.extend(f"    {word:<{width}}  {contrast:+.2f}" for word, contrast in weakest)
+        # A stated word is marked: it counts as supported whatever its contrast.
+        lines.extend(
+            f"    {word:<{width}}  {contrast:+.2f}" + ("  stated in the context" if stated else "")
+            for stated, contrast, word in weakest
+        )
     attribution = row.get("attribution")
     if attribution:
         contexts = row.get("contexts") or []
