@@ -87,3 +87,85 @@ def test_a_file_that_is_not_parquet_is_a_usage_error(
     assert _evaluate(str(src), "-o", str(out)) == 2
     assert "as Parquet" in capsys.readouterr().err
     assert not out.exists()  # refused before anything was written
+
+
+# ------------------------------------------------------------------------------- refused before loading
+
+
+@pytest.fixture
+def no_model_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if any model is asked for: a refused run must be refused before that."""
+    from ragsense.models import ModelPool
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a model was loaded for a run that should have been refused first")
+
+    monkeypatch.setattr(ModelPool, "get", refuse)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+@pytest.mark.usefixtures("no_model_loads")
+def test_an_existing_output_is_refused_before_any_model_loads_or_run_is_recorded(
+    tmp_path: Path, suffix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ragsense.runs import RunStore
+
+    src = _write_jsonl(tmp_path / "rows.jsonl", ROWS)
+    out = tmp_path / f"out{suffix}"
+    out.write_text("precious\n", encoding="utf-8")
+    store = tmp_path / "runs.sqlite"
+    code = main(["evaluate", str(src), "-o", str(out), "--model", "fake", "--store", str(store)])
+    assert code == 2 and "already exists" in capsys.readouterr().err
+    assert out.read_text(encoding="utf-8") == "precious\n"
+    assert not store.exists() or RunStore(store).list_runs() == []  # nothing recorded, no incomplete run
+
+
+@pytest.mark.usefixtures("no_model_loads")
+def test_a_bad_gate_is_refused_before_any_model_loads(tmp_path: Path) -> None:
+    src = _write_jsonl(tmp_path / "rows.jsonl", ROWS)
+    out = tmp_path / "out.jsonl"
+    for gate in (["--max-share", "no_such_verdict=0.1"], ["--fail-under", "consens=high"]):
+        with pytest.raises(SystemExit) as stopped:
+            _evaluate(str(src), "-o", str(out), *gate)
+        assert stopped.value.code == 2  # a usage error, not the 1 of a crash
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------------------- one run per output
+
+
+def test_a_second_run_onto_an_output_being_written_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ragsense.evaluation._outputs import acquire_output_lock, release_output_lock
+
+    src = _write_jsonl(tmp_path / "rows.jsonl", ROWS)
+    out = tmp_path / "out.jsonl"
+    lock = acquire_output_lock(out)  # a live run (this process) is writing out.jsonl
+    try:
+        assert lock == tmp_path / "out.jsonl.lock"
+        assert _evaluate(str(src), "-o", str(out)) == 2
+        assert "being written by another run" in capsys.readouterr().err
+        assert not out.exists()
+        # --overwrite does not get past a live run either: it would interleave rows just the same.
+        assert _evaluate(str(src), "-o", str(out), "--overwrite") == 2
+    finally:
+        release_output_lock(lock)
+    assert _evaluate(str(src), "-o", str(out)) == 0
+    assert len(_read_jsonl(out)) == 5 and not lock.exists()  # the lock is removed at the end
+
+
+def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    src = _write_jsonl(tmp_path / "rows.jsonl", ROWS)
+    out = tmp_path / "out.csv"
+    lock = tmp_path / "out.csv.lock"
+    lock.write_text(f"{int(dead.stdout)} {socket.gethostname()}\n", encoding="utf-8")
+    assert _evaluate(str(src), "-o", str(out)) == 0
+    assert out.exists() and not lock.exists()

@@ -49,6 +49,21 @@ EXIT_USAGE = 2
 EXIT_ROW_ERRORS = 3
 TABLE_AUTO_ROWS = 50
 
+
+class UsageExit(SystemExit):
+    """A usage error found before anything runs (a bad flag combination, a bad gate): the message goes
+    to stderr and the process exits 2, the usage code the exit codes promise. A plain
+    ``SystemExit("message")`` would exit 1, the code of a crash.
+
+    ``str()`` of the exception is the message, so callers (and tests) can still read it.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        print(message, file=sys.stderr)
+        self.code = EXIT_USAGE
+
+
 Columns = Sequence[tuple[str, int, Callable[[dict[str, Any]], str]]]
 """A table: (header, width, cell from an output row) per column."""
 
@@ -104,7 +119,7 @@ def store_of(args: argparse.Namespace) -> RunStore | None:
     """The run store the flags name, or None with ``--no-store``."""
     if getattr(args, "no_store", False):
         if getattr(args, "store", None):
-            raise SystemExit("ragsense: give --store or --no-store, not both")
+            raise UsageExit("ragsense: give --store or --no-store, not both")
         return None
     return RunStore(args.store) if getattr(args, "store", None) else RunStore()
 
@@ -117,9 +132,9 @@ def gates_of(args: argparse.Namespace, metrics: Sequence[Metric]) -> list[Gate]:
         values = [str(v) for m in metrics for v in getattr(m, "verdict_values", ())]
         check_gate_names(gates, scores, values)
     except GateSpecError as exc:
-        raise SystemExit(f"ragsense: {exc}") from None
+        raise UsageExit(f"ragsense: {exc}") from None
     if getattr(args, "junit_rows", False) and not getattr(args, "junit", None):
-        raise SystemExit("ragsense: --junit-rows needs --junit PATH")
+        raise UsageExit("ragsense: --junit-rows needs --junit PATH")
     return gates
 
 
@@ -127,11 +142,11 @@ def source_of(args: argparse.Namespace, command: str) -> Any:
     """The input path, or the bundled sample; a usage error for neither or both."""
     has_sample = bool(getattr(args, "sample", False))
     if has_sample == bool(args.input):
-        raise SystemExit(f"ragsense {command}: give an input file or --sample (not both)")
+        raise UsageExit(f"ragsense {command}: give an input file or --sample (not both)")
     if args.resume and not args.output:
-        raise SystemExit(f"ragsense {command}: --resume needs --output")
+        raise UsageExit(f"ragsense {command}: --resume needs --output")
     if args.chunk_size < 1:
-        raise SystemExit(f"ragsense {command}: --chunk-size must be at least 1")
+        raise UsageExit(f"ragsense {command}: --chunk-size must be at least 1")
     return sample_rows_path() if has_sample else args.input
 
 

@@ -5,17 +5,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from ragsense._async import run_sync
 from ragsense.consens._verdicts import Bands, resolve_bands
+from ragsense.data import RowOrError
 from ragsense.errors import ParameterError
 from ragsense.evaluation._contract import Metric, RunItem
 from ragsense.evaluation._evaluation import Evaluation, MetricInfo
 from ragsense.evaluation._inputs import Data, rows_from
-from ragsense.evaluation._outputs import check_output, save_rows, working_file
+from ragsense.evaluation._outputs import check_output, output_lock, save_rows, working_file
 from ragsense.evaluation._ray_engine import Engine, RayEngine, evaluate_on_ray, ray_engine_of
 from ragsense.evaluation._registry import DEFAULT_METRICS, resolve_metrics
 from ragsense.evaluation._runner import ChunkSink, Shape, run_rows
@@ -124,21 +126,75 @@ async def aevaluate(
             tag,
             command,
         )
-    kind = None if output is None else check_output(output)
+    if output is not None:
+        check_output(output)  # an unknown suffix is refused before anything else
     to_stdout = output is not None and str(output) == "-"
     if to_stdout and resume:
         raise ValueError("cannot resume a run written to stdout; give an output file")
-    target = None if output is None else Path(output)
+    target = None if output is None or to_stdout else Path(output)
     working = None if output is None else ("-" if to_stdout else working_file(output))
-    continuing = resume and working is not None and Path(str(working)).exists()
-    if target is not None and kind != "jsonl" and target.exists() and not (overwrite or continuing):
-        raise FileExistsError(
-            f"output file {str(target)!r} already exists; replace it with overwrite=True (--overwrite)"
-            + (" or continue its run with resume=True (--resume)" if Path(str(working)).exists() else "")
+    # The lock is taken and the output checked before a row is read, a model loaded or the run entered
+    # in the store: a refused run must cost nothing and leave no trace (issue 25).
+    with output_lock(target):
+        if target is not None:
+            check_output_free(target, resume=resume, overwrite=overwrite)
+        rows = rows_from(data)
+        settings = _Settings(
+            data, chunk_size, resume, overwrite, progress, pool, desc, shape, store, tag, command
         )
-    rows = rows_from(data)
-    pool = pool if pool is not None else shared_pool()
-    run_store = _store_of(store)
+        return await _run_locally(rows, resolved, target, working, settings)
+
+
+def check_output_free(target: Path, *, resume: bool, overwrite: bool) -> None:
+    """Raise :class:`FileExistsError` unless ``target`` may be written: it does not exist, or it is
+    replaced (``overwrite``), or its run is continued (``resume`` with its working file there)."""
+    working = working_file(target)
+    if overwrite or not target.exists():
+        return
+    if resume and working.exists():
+        return
+    if working == target:
+        raise FileExistsError(
+            f"output file {str(target)!r} already exists; continue it with resume=True (--resume) "
+            "or replace it with overwrite=True (--overwrite)"
+        )
+    raise FileExistsError(
+        f"output file {str(target)!r} already exists; replace it with overwrite=True (--overwrite)"
+        + (" or continue its run with resume=True (--resume)" if working.exists() else "")
+    )
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """What a local run needs besides its rows, metrics and files: ``aevaluate``'s own arguments."""
+
+    data: Data
+    chunk_size: int
+    resume: bool
+    overwrite: bool
+    progress: bool | Literal["always"]
+    pool: ModelPool | None
+    desc: str
+    shape: Shape | None
+    store: StoreSpec
+    tag: str | None
+    command: str | None
+
+
+_RUNNER_OPTIONS = ("chunk_size", "resume", "overwrite", "progress", "desc", "shape")
+"""The settings that :func:`run_rows` takes as they are."""
+
+
+async def _run_locally(
+    rows: Iterable[RowOrError],
+    resolved: list[Metric],
+    target: Path | None,
+    working: str | Path | None,
+    settings: _Settings,
+) -> Evaluation:
+    """Set the metrics up, enter the run in the store, run the rows, write the output (locked)."""
+    pool = settings.pool if settings.pool is not None else shared_pool()
+    run_store = _store_of(settings.store)
     recorder: RunRecorder | None = None
     try:
         for metric in resolved:
@@ -147,22 +203,17 @@ async def aevaluate(
         if run_store is not None:
             recorder = run_store.start(
                 metrics=[i.to_dict() for i in infos],
-                tag=tag,
-                command=command or "python",
-                dataset=_dataset_name(data),
+                tag=settings.tag,
+                command=settings.command or "python",
+                dataset=_dataset_name(settings.data),
             )
         sink = None if recorder is None else _sink(recorder)
         records, stats = await run_rows(
             rows,
             resolved,
             output=working,
-            chunk_size=chunk_size,
-            resume=resume,
-            overwrite=overwrite,
-            progress=progress,
-            desc=desc,
-            shape=shape,
             on_chunk=sink,
+            **{name: getattr(settings, name) for name in _RUNNER_OPTIONS},
         )
     except BaseException as exc:
         if recorder is not None:  # what finished stays in the store; the run is marked incomplete
@@ -174,7 +225,7 @@ async def aevaluate(
     evaluation = Evaluation(records, infos, stats, run_id=None if recorder is None else recorder.run_id)
     if recorder is not None:
         recorder.finish(evaluation.summary().to_dict())
-    if target is not None and working is not None and kind != "jsonl":
+    if target is not None and working is not None and working != target:
         save_rows(target, records)
         with contextlib.suppress(FileNotFoundError):
             Path(str(working)).unlink()
@@ -201,21 +252,23 @@ def _on_ray(
             "the Ray engine's workers load their models in their own processes; leave pool out",
             parameter="pool",
         )
-    return evaluate_on_ray(
-        data,
-        metrics,
-        engine,
-        output=output,
-        chunk_size=chunk_size,
-        resume=resume,
-        overwrite=overwrite,
-        progress=bool(progress),
-        shape=shape,
-        store=_store_of(store),
-        tag=tag,
-        command=command or "python",
-        dataset=_dataset_name(data),
-    )
+    # One run at a time per output folder, as for a file (a remote folder is not locked).
+    with output_lock(None if output is None or str(output) == "-" else output):
+        return evaluate_on_ray(
+            data,
+            metrics,
+            engine,
+            output=output,
+            chunk_size=chunk_size,
+            resume=resume,
+            overwrite=overwrite,
+            progress=bool(progress),
+            shape=shape,
+            store=_store_of(store),
+            tag=tag,
+            command=command or "python",
+            dataset=_dataset_name(data),
+        )
 
 
 def _reason(exc: BaseException) -> str:

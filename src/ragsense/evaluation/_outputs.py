@@ -4,12 +4,18 @@ During a run, chunks are appended to JSONL as they finish (durable, resumable). 
 output that JSONL is a working file beside it, ``OUT.partial.jsonl``; when the run ends the final
 file is written in one piece and the working file removed. ``--resume`` continues from the working
 file.
+
+While a run writes an output it holds ``OUT.lock`` beside it (:func:`output_lock`), so a second run
+onto the same output is refused instead of interleaving its rows with the first one's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable, Mapping
+import socket
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +58,127 @@ def save_rows(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -
     else:
         write_jsonl(path, rows)
     return Path(path)
+
+
+class OutputInUseError(FileExistsError):
+    """Another run holds the output's lock file: two runs writing one output would lose or interleave
+    rows, so the second is refused (a usage error, exit 2)."""
+
+
+LOCK_SUFFIX = ".lock"
+_UNREADABLE_GRACE_S = 10.0
+"""A lock whose owner cannot be read yet (it is being written) counts as held for this long."""
+
+
+def lock_path(path: str | os.PathLike[str]) -> Path:
+    """The lock file of an output: ``OUT.lock`` beside it."""
+    target = Path(path)
+    return target.with_name(target.name + LOCK_SUFFIX)
+
+
+def _owner_text() -> str:
+    return f"{os.getpid()} {socket.gethostname()}\n"
+
+
+def _is_stale(text: str, age_s: float) -> bool:
+    """Whether a lock with this content was left by a process that is gone (on this host)."""
+    parts = text.split()
+    if len(parts) < 2 or not parts[0].isdigit():
+        return age_s > _UNREADABLE_GRACE_S  # half-written by its owner, or not ours: wait, then take
+    pid, host = int(parts[0]), parts[1]
+    if host != socket.gethostname():
+        return False  # another machine's process: we cannot tell whether it lives
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, owned by another user
+    return False
+
+
+def _try_create(lock: Path) -> bool:
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(_owner_text())
+    return True
+
+
+def _read_lock(lock: Path) -> tuple[str, float] | None:
+    try:
+        return lock.read_text(encoding="utf-8"), time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return None
+
+
+def acquire_output_lock(path: str | os.PathLike[str]) -> Path:
+    """Create ``OUT.lock`` for this process, or raise :class:`OutputInUseError` when a live run holds
+    it. A lock left by a process that died (its pid is gone on this host) is taken over.
+
+    The lock is created with ``O_CREAT | O_EXCL``, so of two runs that start together exactly one gets
+    it. Taking over a stale lock renames it aside first (one rename wins) and checks that what was
+    renamed is still the stale lock it judged, so two runs cannot both take it over.
+
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "out.jsonl"
+    >>> lock = acquire_output_lock(out)
+    >>> acquire_output_lock(out)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ragsense.evaluation._outputs.OutputInUseError: output file '...out.jsonl' is being written by ...
+    >>> release_output_lock(lock)
+    """
+    lock = lock_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(5):
+        if _try_create(lock):
+            return lock
+        seen = _read_lock(lock)
+        if seen is None:
+            continue  # released meanwhile: try again
+        text, age = seen
+        if not _is_stale(text, age):
+            owner = text.split()[0] if text.split() else "unknown"
+            raise OutputInUseError(
+                f"output file {str(path)!r} is being written by another run (process {owner}, lock "
+                f"{str(lock)!r}); wait for it to finish, or write to another output. If no run is "
+                "writing it, remove the lock file"
+            )
+        aside = lock.with_name(f"{lock.name}.stale-{os.getpid()}")
+        try:
+            os.rename(lock, aside)
+        except FileNotFoundError:
+            continue  # another run took it over first
+        taken = aside.read_text(encoding="utf-8")
+        if taken != text:
+            # What was renamed is a fresh lock another run had just created: give it back.
+            with contextlib.suppress(FileExistsError):
+                os.link(aside, lock)
+            aside.unlink()
+            continue
+        aside.unlink()
+    raise OutputInUseError(f"output file {str(path)!r}: could not take its lock {str(lock)!r}; try again")
+
+
+def release_output_lock(lock: Path) -> None:
+    """Remove a lock this process holds (one another process holds is left alone)."""
+    seen = _read_lock(lock)
+    if seen is not None and seen[0] == _owner_text():
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()
+
+
+@contextlib.contextmanager
+def output_lock(path: str | os.PathLike[str] | None) -> Iterator[None]:
+    """Hold the output's lock for the block; nothing for no output, stdout or a remote location."""
+    if path is None or str(path) == "-" or "://" in str(path):
+        yield
+        return
+    lock = acquire_output_lock(path)
+    try:
+        yield
+    finally:
+        release_output_lock(lock)
