@@ -26,7 +26,7 @@ def test_sample_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
     out, err = capsys.readouterr()
     assert "consens" in out and "verdict" in out
     assert len([ln for ln in out.splitlines() if ln.strip()]) >= 2 + 8
-    assert "8 rows: 8 ok" in err and "consens: n=8; consens " in err
+    assert "10 rows: 10 ok" in err and "consens: n=10; consens " in err
 
 
 def test_bad_rows_are_marked_and_the_batch_goes_on(tmp_path: Path) -> None:

@@ -97,13 +97,33 @@ def test_one_batched_call_is_bit_identical_to_the_per_prompt_path(
     torch.set_num_threads(1)
     try:
         results = extractor.extract_many([*samples[:3], samples[0]])
+        # The per-prompt path, in this process: each sample alone.
+        alone = [FeatureExtractor(smollm2, smollm2, settings=FAST).extract_many([s])[0] for s in samples[:3]]
     finally:
         torch.set_num_threads(threads)
     # Nine distinct prompts (three conditions of three samples; the repeated sample adds none) in one call.
     assert recording.calls == [9]
     records = [r.to_record() for r in results if isinstance(r, SampleFeatures)]
-    assert records[:3] == json.loads(PINNED.read_text(encoding="utf-8"))
+    assert records[:3] == [r.to_record() for r in alone if isinstance(r, SampleFeatures)]  # bit for bit
     assert records[3] == records[0]
+    # Against the pins made on another install: the same to 1e-4 nats (the last float digits move with
+    # the torch/transformers build; the bit-for-bit claim is the in-process comparison above).
+    _assert_close(records[:3], json.loads(PINNED.read_text(encoding="utf-8")))
+
+
+def _assert_close(got: Any, pinned: Any, path: str = "") -> None:
+    if isinstance(pinned, dict):
+        assert isinstance(got, dict) and got.keys() == pinned.keys(), path
+        for key in pinned:
+            _assert_close(got[key], pinned[key], f"{path}/{key}")
+    elif isinstance(pinned, list):
+        assert isinstance(got, list) and len(got) == len(pinned), path
+        for i, (a, b) in enumerate(zip(got, pinned, strict=True)):
+            _assert_close(a, b, f"{path}[{i}]")
+    elif isinstance(pinned, float) and not isinstance(pinned, bool):
+        assert got == pytest.approx(pinned, abs=1e-4), path
+    else:
+        assert got == pinned, path
 
 
 def test_features_are_finite_cached_and_resumable(
