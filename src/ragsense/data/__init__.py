@@ -40,7 +40,8 @@ from ragsense.data._tabular import plain_record, plain_value, require_module, wr
 
 
 def sample_rows_path() -> Path:
-    """The bundled sample file: 8 small RAG rows with an ``expected`` verdict (grounded/ungrounded/partial).
+    """The bundled sample file: 10 small RAG rows with a ``case`` (grounded, invented, partial, refusal) and
+    the verdict a reader expects of each (``expected``: grounded, ungrounded, unsure, refusal).
 
     >>> sample_rows_path().name
     'sample_rag.jsonl'
