@@ -169,3 +169,54 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path: Path) -> None:
     lock.write_text(f"{int(dead.stdout)} {socket.gethostname()}\n", encoding="utf-8")
     assert _evaluate(str(src), "-o", str(out)) == 0
     assert out.exists() and not lock.exists()
+
+
+# ------------------------------------------------------------------------------- resume on changed input
+
+
+def test_resume_recomputes_rows_whose_input_changed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 25: rows-v2.jsonl (same ids, four answers changed) resumed onto out.jsonl made from
+    # rows.jsonl said "5 resumed" and kept the old answers and scores.
+    from ragsense.runs import RunStore
+
+    v1 = _write_jsonl(tmp_path / "rows.jsonl", ROWS)
+    v2_rows = [ROWS[0], *({**r, "answer": f"Bob wrote book {k + 1}."} for k, r in enumerate(ROWS[1:]))]
+    v2 = _write_jsonl(tmp_path / "rows-v2.jsonl", v2_rows)
+    out = tmp_path / "out.jsonl"
+    store = tmp_path / "runs.sqlite"
+    args = ["--model", "fake", "--metrics", "consens", "--table", "never", "--chunk-size", "1"]
+    assert main(["evaluate", str(v1), "-o", str(out), "--store", str(store), *args]) == 0
+    capsys.readouterr()
+    assert (
+        main(["evaluate", str(v2), "-o", str(out), "--resume", "--store", str(store), "--tag", "v2", *args])
+        == 0
+    )
+    assert "1 resumed, 4 recomputed because their input changed" in capsys.readouterr().err
+    fresh = tmp_path / "fresh.jsonl"
+    assert main(["evaluate", str(v2), "-o", str(fresh), "--store", str(store), "--tag", "fresh", *args]) == 0
+    # The resumed output is the fresh run's on the new input: answers, scores, fingerprints.
+    assert _read_jsonl(out) == _read_jsonl(fresh)
+    assert [r["answer"] for r in _read_jsonl(out)] == [r["answer"] for r in v2_rows]
+    runs = RunStore(store)
+    assert runs.get("v2").input_hash == runs.get("fresh").input_hash
+    assert runs.rows(runs.get("v2").id) == runs.rows(runs.get("fresh").id)
+    # Nothing changed since: everything resumes, nothing is recomputed.
+    assert main(["evaluate", str(v2), "-o", str(out), "--resume", "--no-store", *args]) == 0
+    err = capsys.readouterr().err
+    assert "5 resumed" in err and "recomputed" not in err
+
+
+def test_resume_of_a_csv_output_recomputes_changed_rows_from_its_working_file(tmp_path: Path) -> None:
+    from ragsense import evaluate
+
+    out = tmp_path / "out.csv"
+    working = tmp_path / "out.csv.partial.jsonl"
+    first = evaluate(ROWS, "consens", model="fake", output=working, chunk_size=2, progress=False)
+    assert len(first) == 5  # an interrupted CSV run leaves its working file and no CSV yet
+    changed = [*ROWS[:4], {**ROWS[4], "answer": "Bob."}]
+    run = evaluate(changed, "consens", model="fake", output=out, chunk_size=2, resume=True, progress=False)
+    assert (run.stats.n_resumed, run.stats.n_input_changed) == (4, 1)
+    assert run.rows == evaluate(changed, "consens", model="fake", chunk_size=2, progress=False).rows
+    assert out.exists() and not working.exists() and "_input" not in out.read_text(encoding="utf-8")

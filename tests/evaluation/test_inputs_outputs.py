@@ -204,6 +204,8 @@ def test_jsonl_output_is_written_as_the_run_goes(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     run = evaluate(with_error_row(), "consens", model="fake", progress=False, output=out)
     back = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    # The file also keeps each row's input fingerprint, for --resume (issue 25); the rows do not.
+    assert all(len(r.pop("_input")) == 32 for r in back)
     assert back == run.rows
     assert back[3]["errors"] == [
         {"metric": "consens", "field": "answer", "message": "'answer' is missing or empty (consens needs it)"}

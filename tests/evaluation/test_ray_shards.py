@@ -13,11 +13,12 @@ import pytest
 
 from ragsense import evaluate
 from ragsense.cli import main
-from ragsense.data import RowError, read_rows, sample_rows_path, write_csv, write_parquet
+from ragsense.data import RowError, parse_rows, read_rows, sample_rows_path, write_csv, write_parquet
 from ragsense.errors import BackendUnavailableError, InputError, ParameterError
 from ragsense.evaluation import RayEngine, read_shards
 from ragsense.evaluation._ray_engine import _prepare, ray_engine_of, require_ray
 from ragsense.evaluation._ray_worker import ShardScorer
+from ragsense.evaluation._runner import with_fingerprint
 from ragsense.evaluation._shards import (
     MANIFEST,
     Manifest,
@@ -79,8 +80,8 @@ def test_manifest_round_trip_and_checks() -> None:
     manifest = _manifest()
     assert Manifest.from_json(manifest.to_json(), "out") == manifest
     manifest.check(_manifest(), "out")
-    with pytest.raises(ValueError, match="an input that differs"):
-        manifest.check(_manifest(input="def"), "out")
+    # Another input is not refused as a whole: its shards are matched row by row (_prepare).
+    manifest.check(_manifest(input="def"), "out")
     with pytest.raises(ValueError, match="metrics"):
         manifest.check(_manifest(metrics=[{"name": "consens", "settings": {"aggregation": "mean"}}]), "out")
     with pytest.raises(ValueError, match="shard_format 'parquet', this run has 'jsonl'"):
@@ -140,27 +141,61 @@ def test_folder_refuses_clears_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "out"
     plan = ShardPlan(4, 2, 1)
     manifest = _manifest(n_rows=4, n_shards=2)
-    assert _prepare(ShardFolder(out), manifest, plan, resume=False, overwrite=False) == {}
+    items = list(
+        parse_rows([{"id": f"r{i}", "question": "Q?", "context": "C.", "answer": "A."} for i in range(4)])
+    )
+    assert _prepare(ShardFolder(out), manifest, plan, items, resume=False, overwrite=False) == ({}, 0)
     folder = ShardFolder(out)
-    folder.write("part-00001-of-00002.parquet", encode_shard([{"_row": 2}, {"_row": 3}], "parquet"))
+    shard_1 = [with_fingerprint({"id": f"r{i}", "_row": i}, items[i]) for i in (2, 3)]
+    folder.write("part-00001-of-00002.parquet", encode_shard(shard_1, "parquet"))
     (out / "notes.txt").write_text("mine")
     with pytest.raises(FileExistsError, match="resume=True"):
-        _prepare(folder, manifest, plan, resume=False, overwrite=False)
-    assert _prepare(folder, manifest, plan, resume=True, overwrite=False) == {1: [{"_row": 2}, {"_row": 3}]}
+        _prepare(folder, manifest, plan, items, resume=False, overwrite=False)
+    kept = [{"id": "r2", "_row": 2}, {"id": "r3", "_row": 3}]  # read back without the fingerprints
+    assert _prepare(folder, manifest, plan, items, resume=True, overwrite=False) == ({1: kept}, 0)
     with pytest.raises(ValueError, match="chunk_size 2, this run has 4"):
         _prepare(
             folder,
             _manifest(n_rows=4, chunk_size=4, n_shards=1),
             ShardPlan(4, 4, 1),
+            items,
             resume=True,
             overwrite=False,
         )
-    assert _prepare(folder, manifest, plan, resume=False, overwrite=True) == {}
+    assert _prepare(folder, manifest, plan, items, resume=False, overwrite=True) == ({}, 0)
     assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "notes.txt"]  # only its own files went
     assert read_shards(out) == []
     (tmp_path / "file.txt").write_text("x")
     with pytest.raises(ParameterError, match="is a file"):
         ShardFolder(tmp_path / "file.txt").holds_run()
+
+
+def test_a_shard_whose_input_changed_is_scored_again(tmp_path: Path) -> None:
+    # Issue 25: the local runner's rule (finished_row_matches), on shards: same ids, one answer edited.
+    rows = [{"id": f"r{i}", "question": "Q?", "context": "C.", "answer": "A."} for i in range(4)]
+    old = list(parse_rows(rows))
+    new = list(parse_rows([*rows[:3], {**rows[3], "answer": "Edited."}]))
+    plan, manifest = ShardPlan(4, 2, 1), _manifest(n_rows=4, n_shards=2)
+    folder = ShardFolder(tmp_path / "out")
+    _prepare(folder, manifest, plan, old, resume=False, overwrite=False)
+    for shard in plan.shards:
+        written = [
+            with_fingerprint({"id": f"r{i}", "_row": i}, old[i]) for i in range(shard.start, shard.stop)
+        ]
+        folder.write(shard.name(2, "parquet"), encode_shard(written, "parquet"))
+    now = _manifest(n_rows=4, n_shards=2, input="changed")
+    done, changed = _prepare(folder, now, plan, new, resume=True, overwrite=False)
+    assert sorted(done) == [0] and changed == 1  # shard 1 holds the edited row: scored again
+    assert folder.read_manifest() == now  # the folder now says which input it holds
+    with pytest.raises(ValueError, match="has id 'r0' but the input's has 'x0'"):
+        _prepare(
+            folder,
+            now,
+            plan,
+            list(parse_rows([{**r, "id": "x" + r["id"][1:]} for r in rows])),
+            resume=True,
+            overwrite=False,
+        )
 
 
 # ------------------------------------------------------------------------------------------ input files

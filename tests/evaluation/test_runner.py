@@ -71,7 +71,11 @@ def run(
 
 
 def read_out(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    """The output file's rows as the run returns them: without the input fingerprint each line keeps
+    for a resume (checked present here)."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert all(isinstance(r.pop("_input"), str) for r in rows)
+    return rows
 
 
 def test_step_objects_satisfy_the_protocol() -> None:

@@ -110,11 +110,14 @@ class Summary:
     seconds: float
     metrics: dict[str, MetricSummary]
     errors: list[tuple[int, str, str | None, str]]  # (row, metric, field, message), the first 20
+    n_input_changed: int = 0
+    """Rows an earlier run had finished that a resume recomputed because their input changed."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "n_rows": self.n_rows,
             "n_resumed": self.n_resumed,
+            "n_input_changed": self.n_input_changed,
             "rows_with_errors": self.rows_with_errors,
             "seconds": round(self.seconds, 3),
             "metrics": {k: m.to_dict() for k, m in self.metrics.items()},
@@ -122,6 +125,8 @@ class Summary:
 
     def __str__(self) -> str:
         resumed = f", {self.n_resumed} resumed" if self.n_resumed else ""
+        if self.n_input_changed:
+            resumed += f", {self.n_input_changed} recomputed because their input changed"
         lines = [
             f"{self.n_rows} rows: {self.n_rows - self.rows_with_errors} ok, {self.rows_with_errors} with "
             f"errors{resumed} in {self.seconds:.1f} s"
@@ -212,6 +217,7 @@ def summarize(rows: Sequence[Mapping[str, Any]], metrics: Sequence[MetricInfo], 
         seconds=stats.seconds,
         metrics=out,
         errors=listed,
+        n_input_changed=stats.n_input_changed,
     )
 
 

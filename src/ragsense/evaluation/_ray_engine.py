@@ -10,7 +10,9 @@ anywhere but in the spine's runner:
    bad line is the same error record as in a single-process run and ids are numbered and checked across
    the whole input. In-memory data (a list of dicts, a DataFrame) is parsed as ``evaluate`` parses it.
 3. **Plan.** Shards of whole runner chunks (``_shards.py``); the manifest in the output folder is checked
-   on ``resume`` and shards already there are read back, not recomputed.
+   on ``resume`` and shards already there are read back, not recomputed, when every row still matches
+   its input (:func:`~ragsense.evaluation._runner.finished_row_matches`, the local runner's rule); a
+   shard with a changed row is scored again.
 4. **Score.** A Ray Data ``map_batches`` over the pending shards with a fixed pool of actors
    (``_ray_worker.ShardScorer``): each sets the metrics up once from its own process-wide model pool
    and scores each shard with :func:`~ragsense.evaluation.run_rows`, the single-process runner, at the
@@ -40,7 +42,13 @@ from ragsense.evaluation._contract import Metric
 from ragsense.evaluation._evaluation import Evaluation, MetricInfo
 from ragsense.evaluation._inputs import Data, rows_from
 from ragsense.evaluation._ray_worker import ShardScorer
-from ragsense.evaluation._runner import RunStats, Shape
+from ragsense.evaluation._runner import (
+    RunStats,
+    Shape,
+    finished_row_matches,
+    with_fingerprint,
+    without_fingerprint,
+)
 from ragsense.evaluation._shards import (
     METRICS_FILE,
     SHARD_FORMATS,
@@ -250,9 +258,19 @@ def _refuse_existing(folder: ShardFolder) -> None:
 
 
 def _prepare(
-    folder: ShardFolder, manifest: Manifest, plan: ShardPlan, *, resume: bool, overwrite: bool
-) -> dict[int, list[dict[str, Any]]]:
-    """Check (resume) or start (fresh) the folder; returns the rows of shards already written."""
+    folder: ShardFolder,
+    manifest: Manifest,
+    plan: ShardPlan,
+    items: Sequence[RowOrError],
+    *,
+    resume: bool,
+    overwrite: bool,
+) -> tuple[dict[int, list[dict[str, Any]]], int]:
+    """Check (resume) or start (fresh) the folder; returns the rows of shards already written that
+    still match their input, and how many finished rows are recomputed because their input changed.
+
+    A shard is kept only when every row passes :func:`finished_row_matches`, the rule the local runner
+    resumes by; a shard with a changed row is scored again (its file replaced)."""
     done: dict[int, list[dict[str, Any]]] = {}
     previous = folder.read_manifest() if resume else None
     if previous is None:
@@ -261,16 +279,26 @@ def _prepare(
                 _refuse_existing(folder)
             folder.clear()
         folder.write_manifest(manifest)
-        return done
+        return done, 0
     previous.check(manifest, folder.location)
     present = folder.shard_names()
+    changed = 0
     for shard in plan.shards:
         name = shard.name(plan.n_shards, manifest.shard_format)
         if name in present:
             records = decode_shard(folder.read(name), manifest.shard_format)
             check_shard(records, shard, name)
-            done[shard.index] = records
-    return done
+            stale = sum(
+                not finished_row_matches(record, items[shard.start + k], shard.start + k, folder.location)
+                for k, record in enumerate(records)
+            )
+            if stale:
+                changed += stale
+                continue
+            done[shard.index] = [without_fingerprint(r) for r in records]
+    if previous.input != manifest.input:
+        folder.write_manifest(manifest)  # the folder now belongs to this input
+    return done, changed
 
 
 def _infos_of(raw: list[dict[str, Any]]) -> list[MetricInfo]:
@@ -319,6 +347,7 @@ def evaluate_on_ray(
         _refuse_existing(folder)
     recorder: RunRecorder | None = None
     done: dict[int, list[dict[str, Any]]] = {}
+    changed = 0
     infos: list[MetricInfo] | None = None
 
     def start_recording(known: list[MetricInfo]) -> None:
@@ -346,7 +375,7 @@ def evaluate_on_ray(
             metrics=metric_settings(metrics),
         )
         if folder is not None:
-            done = _prepare(folder, manifest, plan, resume=resume, overwrite=overwrite)
+            done, changed = _prepare(folder, manifest, plan, items, resume=resume, overwrite=overwrite)
             if done and folder.has(METRICS_FILE):
                 infos = _infos_of(json.loads(folder.read(METRICS_FILE)))
         resumed = sum(len(r) for r in done.values())
@@ -368,7 +397,9 @@ def evaluate_on_ray(
                         folder.write(METRICS_FILE, json.dumps(raw_infos, default=str).encode("utf-8"))
                     start_recording(infos)
                 if folder is not None:
-                    folder.write(name, encode_shard(records, engine.shard_format))
+                    rows_in = items[shard.start : shard.stop]
+                    written = [with_fingerprint(r, item) for r, item in zip(records, rows_in, strict=True)]
+                    folder.write(name, encode_shard(written, engine.shard_format))
                 done[index] = records
                 if recorder is not None:
                     # The input hash is fed in input order at the end: shards arrive in any order.
@@ -384,7 +415,9 @@ def evaluate_on_ray(
         infos = [MetricInfo.of(m) for m in metrics]
     start_recording(infos)
     rows = [r for index in sorted(done) for r in done[index]]
-    stats = RunStats(n_rows=len(rows), n_resumed=resumed, seconds=time.perf_counter() - started)
+    stats = RunStats(
+        n_rows=len(rows), n_resumed=resumed, seconds=time.perf_counter() - started, n_input_changed=changed
+    )
     evaluation = Evaluation(rows, infos, stats, run_id=None if recorder is None else recorder.run_id)
     if recorder is not None:
         recorder.hasher.update(item.to_record() for item in items)

@@ -15,6 +15,7 @@ chunk, its rows are retried one by one so that only the failing rows are marked.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ from tqdm import tqdm
 
 from ragsense.data import JsonlWriter, RowError, dumps_json
 from ragsense.evaluation._contract import INPUT, ErrorRecord, RowOutcome, RunItem, Step
+from ragsense.evaluation._shards import INPUT_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -47,11 +49,59 @@ class ResultCountError(ValueError):
 
 @dataclass
 class RunStats:
-    """How a run went: rows in the output, how many came from an earlier run, seconds spent."""
+    """How a run went: rows in the output, how many came from an earlier run, how many an earlier run
+    had finished but were recomputed because their input changed since, seconds spent."""
 
     n_rows: int = 0
     n_resumed: int = 0
     seconds: float = 0.0
+    n_input_changed: int = 0
+
+
+def row_fingerprint(item: RunItem) -> str:
+    """A fingerprint of one input row's content (a bad row's reason and raw text included): what a
+    resume compares to tell a finished row of the same input from one whose input has changed.
+
+    Keys are sorted, so the same row with its columns in another order has the same fingerprint.
+
+    >>> from ragsense.data import parse_rows
+    >>> a, b = parse_rows([{"id": "1", "question": "Q?", "context": "C.", "answer": a} for a in "AB"])
+    >>> row_fingerprint(a) == row_fingerprint(a), row_fingerprint(a) == row_fingerprint(b)
+    (True, False)
+    """
+    if isinstance(item, RowError):
+        content: Any = {"error": [item.field, item.message], "raw": item.raw}
+    else:
+        content = {"row": item.to_record()}
+    text = json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def with_fingerprint(record: Mapping[str, Any], item: RunItem) -> dict[str, Any]:
+    """``record`` as written to a resumable file: with its input's fingerprint."""
+    return {**record, INPUT_KEY: row_fingerprint(item)}
+
+
+def without_fingerprint(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` as read back from a resumable file, without the fingerprint."""
+    return {k: v for k, v in record.items() if k != INPUT_KEY}
+
+
+def finished_row_matches(record: Mapping[str, Any], item: RunItem, index: int, where: str) -> bool:
+    """The one resume rule (the local runner and the Ray engine both use it): whether the finished
+    output ``record`` at input position ``index`` may be kept for ``item``, the input's row there now.
+
+    Rows are matched by id and by content: an id that differs means the file was written for another
+    input (:class:`ValueError`); the same id with another fingerprint (an answer edited since, or a
+    record written before fingerprints were kept) means the row must be recomputed (False).
+    """
+    old, new = record.get("id"), item.id
+    if old is not None and new is not None and str(old) != new:
+        raise ValueError(
+            f"cannot resume {where!r}: its row {index} has id {old!r} but the input's has {new!r}, "
+            "so it was written for a different input; use overwrite=True (--overwrite) to start over"
+        )
+    return record.get(INPUT_KEY) == row_fingerprint(item)
 
 
 @dataclass
@@ -111,27 +161,35 @@ async def run_rows(
     bar = tqdm(total=total, desc=desc, unit="row", disable=not show, file=sys.stderr)
     # A fresh run truncates now, so even an empty input leaves a valid (empty) output file.
     writer: JsonlWriter | None = None if path is None or previous is not None else JsonlWriter(path)
+    # Resuming: chunks are taken from the previous file while they match (`appending` False); the first
+    # chunk that does not cuts the file back there, and from then on every chunk is appended, whether
+    # computed or (a later chunk that still matches) taken from the previous file as it was.
     appending = previous is None
     try:
         for start, chunk in _chunks(rows, chunk_size):
-            if not appending:
-                assert previous is not None and path is not None
-                if _already_done(previous, start, chunk, path, metrics):
-                    done = [previous.records[start + k] for k in range(len(chunk))]
-                    records.extend(done)
+            if previous is not None:
+                assert path is not None
+                done, changed = _previous_chunk(previous, start, chunk, path, metrics)
+                stats.n_input_changed += changed
+                if done is not None:
+                    kept = [without_fingerprint(r) for r in done]
+                    if appending and writer is not None:
+                        writer.write_batch(done)
+                    records.extend(kept)
                     if on_chunk is not None:
-                        on_chunk(chunk, done)
+                        on_chunk(chunk, kept)
                     stats.n_resumed += len(chunk)
                     bar.update(len(chunk))
                     continue
-                # First incomplete chunk: drop it and anything after it, then append from here.
-                _cut_back(path, previous, keep_below=start)
-                writer = JsonlWriter(path, append=True)
-                appending = True
+                if not appending:
+                    # First chunk to compute: drop it and anything after it from the file, then append.
+                    _cut_back(path, previous, keep_below=start)
+                    writer = JsonlWriter(path, append=True)
+                    appending = True
             outcomes = await _process_chunk(start, chunk, metrics)
             shaped = [_writable(shape, outcome) for outcome in outcomes]
             if writer is not None:
-                writer.write_batch(shaped)
+                writer.write_batch([with_fingerprint(r, item) for r, item in zip(shaped, chunk, strict=True)])
             if on_chunk is not None:
                 on_chunk(chunk, shaped)
             records.extend(shaped)
@@ -142,6 +200,12 @@ async def run_rows(
         if writer is not None:
             writer.close()
         bar.close()
+    if stats.n_input_changed:
+        logger.warning(
+            "resume: %d finished row(s) of %s were recomputed because their input changed",
+            stats.n_input_changed,
+            path,
+        )
     stats.n_rows = len(records)
     stats.seconds = time.perf_counter() - started
     return records, stats
@@ -260,21 +324,20 @@ def _chunks(rows: Iterable[RunItem], size: int) -> Iterator[tuple[int, list[RunI
         start += len(chunk)
 
 
-def _already_done(
+def _previous_chunk(
     previous: _Previous, start: int, chunk: list[RunItem], path: Path, metrics: Sequence[Step]
-) -> bool:
+) -> tuple[list[dict[str, Any]] | None, int]:
+    """The chunk's finished records from the previous file (None when it must be computed) and how
+    many of its finished rows are recomputed because their input changed (:func:`finished_row_matches`)."""
     positions = range(start, start + len(chunk))
-    if not all(index in previous.records for index in positions):
-        return False
+    changed = 0
     for index, item in zip(positions, chunk, strict=True):
-        record = previous.records[index]
-        old, new = record.get("id"), item.id
-        if old is not None and new is not None and str(old) != new:
-            raise ValueError(
-                f"cannot resume {str(path)!r}: its row {index} has id {old!r} but the input's has {new!r}, "
-                "so it was written for a different input; use overwrite=True (--overwrite) to start over"
-            )
-        if not isinstance(item, RowError):
+        record = previous.records.get(index)
+        if record is None:
+            continue
+        if not finished_row_matches(record, item, index, str(path)):
+            changed += 1
+        elif not isinstance(item, RowError):
             for metric in metrics:
                 if metric.fields and metric.fields[0] not in record and not _has_error(record):
                     raise ValueError(
@@ -282,7 +345,9 @@ def _already_done(
                         f"it was written without the metric {metric.name!r}; resume with the same metrics "
                         "or use overwrite=True (--overwrite)"
                     )
-    return True
+    if changed or not all(index in previous.records for index in positions):
+        return None, changed
+    return [previous.records[index] for index in positions], 0
 
 
 def _has_error(record: Mapping[str, Any]) -> bool:
@@ -355,6 +420,6 @@ def _cut_back(path: Path, previous: _Previous, *, keep_below: int) -> None:
     with JsonlWriter(temporary) as writer:
         writer.write_batch(kept)
     os.replace(temporary, path)
-    for index in [index for index in previous.records if index >= keep_below]:
-        del previous.records[index]
+    # The records from `keep_below` on stay in memory: a later chunk that still matches its input is
+    # appended from there instead of being computed again.
     previous.needs_rewrite = False

@@ -37,6 +37,11 @@ from ragsense.data._tabular import _column
 from ragsense.errors import InputError, ParameterError
 from ragsense.runs import InputHasher
 
+INPUT_KEY = "_input"
+"""The key of a row's input fingerprint (``evaluation._runner.row_fingerprint``) in the files a run
+appends to and resumes from: the JSONL output or working file, and these shard files. Records in
+memory, the run store and final CSV/Parquet outputs do not carry it."""
+
 ShardFormat = Literal["parquet", "jsonl"]
 SHARD_FORMATS: tuple[ShardFormat, ...] = ("parquet", "jsonl")
 MANIFEST = "_ragsense_manifest.json"
@@ -114,8 +119,8 @@ class ShardPlan:
 
 
 def input_fingerprint(items: Iterable[RowOrError]) -> str:
-    """SHA-256 of the parsed input in order, bad rows included (their reason and raw text), so a resume
-    on changed rows is refused.
+    """SHA-256 of the parsed input in order, bad rows included (their reason and raw text): what the
+    manifest records the folder was written for (a resume matches rows one by one, not by this).
 
     >>> from ragsense.data import parse_rows
     >>> a = input_fingerprint(parse_rows([{"question": "Q?", "context": "C.", "answer": "A."}]))
@@ -147,7 +152,9 @@ class Manifest:
     version: int = MANIFEST_VERSION
     ragsense: str = __version__
 
-    _CHECKED = ("n_rows", "chunk_size", "shard_chunks", "shard_format", "input", "metrics")
+    # Not `input`: a resume onto changed rows recomputes the shards whose rows changed (row by row,
+    # the rule the local runner resumes by); `input` only records what the folder was last written for.
+    _CHECKED = ("n_rows", "chunk_size", "shard_chunks", "shard_format", "metrics")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, ensure_ascii=False, default=str) + "\n"
@@ -177,11 +184,10 @@ class Manifest:
         for name in self._CHECKED:
             old, new = getattr(self, name), getattr(current, name)
             if old != new:
-                what = "an input that differs from this one" if name == "input" else f"{name} {old!r}"
-                now = "" if name == "input" else f", this run has {new!r}"
                 raise ValueError(
-                    f"cannot resume {where!r}: it was written with {what}{now}; resume with the same "
-                    "input and settings, or use overwrite=True (--overwrite) to start over"
+                    f"cannot resume {where!r}: it was written with {name} {old!r}, this run has {new!r}; "
+                    "resume with the same settings, "
+                    "or use overwrite=True (--overwrite) to start over"
                 )
 
 
@@ -354,7 +360,9 @@ def read_shards(location: str | os.PathLike[str]) -> list[dict[str, Any]]:
     for name in sorted(folder.shard_names()):
         match = _SHARD_NAME.match(name)
         assert match is not None
-        records.extend(decode_shard(folder.read(name), cast(ShardFormat, match.group(3))))
+        decoded = decode_shard(folder.read(name), cast(ShardFormat, match.group(3)))
+        # The rows as ``evaluate`` returns them: without the input fingerprint kept for a resume.
+        records.extend({k: v for k, v in r.items() if k != INPUT_KEY} for r in decoded)
     return records
 
 
