@@ -1,17 +1,45 @@
-"""Plain-text tables for the terminal (no dependency)."""
+"""Plain-text tables for the terminal (no dependency), and the escaping of text printed to one."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+# Bidirectional embeddings, overrides and isolates: they reorder what a terminal shows ("Trojan
+# Source"), so they are escaped like control characters.
+_BIDI = frozenset([*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
+
+
+def terminal_safe(text: str, *, keep_newlines: bool = False) -> str:
+    r"""``text`` with every control character escaped as Python's ``repr`` writes it (``\x1b``,
+    ``\t``, ``\x9b``, ``\u202e``): C0 and C1 controls, DEL, ESC and bidirectional overrides.
+
+    Ids, tags, questions and error messages come from users' files and models; printed raw, an escape
+    sequence in one would drive the terminal (move the cursor, rewrite lines, set the title).
+    ``keep_newlines``: leave ``\n`` as a line break (for multi-line text ragsense itself composed).
+
+    >>> terminal_safe("id\x1b[2J\x9b!"), terminal_safe("a\nb", keep_newlines=True)
+    ('id\\x1b[2J\\x9b!', 'a\nb')
+    """
+    out: list[str] = []
+    for char in text:
+        code = ord(char)
+        if char == "\n" and keep_newlines:
+            out.append(char)
+        elif code < 0x20 or 0x7F <= code <= 0x9F or code in _BIDI:
+            out.append(char.encode("unicode_escape").decode("ascii"))  # as repr() writes it
+        else:
+            out.append(char)
+    return "".join(out)
+
 
 def shorten(text: str, width: int) -> str:
-    """One line of at most ``width`` characters, ending in an ellipsis when cut.
+    r"""One line of at most ``width`` characters, ending in an ellipsis when cut; control characters
+    escaped (:func:`terminal_safe`).
 
-    >>> shorten("a long sentence here", 10)
-    'a long se…'
+    >>> shorten("a long sentence here", 10), shorten("evil\x1b]0;pwned\x07", 20)
+    ('a long se…', 'evil\\x1b]0;pwned\\x07')
     """
-    flat = " ".join(text.split())
+    flat = terminal_safe(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 

@@ -220,3 +220,52 @@ def test_resume_of_a_csv_output_recomputes_changed_rows_from_its_working_file(tm
     assert (run.stats.n_resumed, run.stats.n_input_changed) == (4, 1)
     assert run.rows == evaluate(changed, "consens", model="fake", chunk_size=2, progress=False).rows
     assert out.exists() and not working.exists() and "_input" not in out.read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------- terminal and CSV
+
+
+def test_control_sequences_in_ids_and_tags_are_escaped_on_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 25: an id or tag holding ESC sequences (clear screen, set title) reached the terminal raw.
+    evil = "a\x1b[2J\x1b]0;pwned\x07\x9b\u202e"
+    rows = [{**ROWS[0], "id": evil}, {**ROWS[1], "id": "b", "answer": ""}]
+    src = _write_jsonl(tmp_path / "rows.jsonl", rows)
+    store = tmp_path / "runs.sqlite"
+    args = ["--model", "fake", "--metrics", "consens", "--store", str(store), "--tag", "v1" + evil]
+    assert main(["evaluate", str(src), "--table", "always", *args]) == 3
+    printed = capsys.readouterr()
+    for stream in (printed.out, printed.err):
+        assert not any(c in stream for c in "\x1b\x07\x9b\u202e")
+    assert "a\\x1b[2J" in printed.out
+    assert main(["runs", "--store", str(store)]) == 0
+    listed = capsys.readouterr().out
+    assert "v1a\\x1b[2J" in listed and "\x1b" not in listed
+
+
+def test_csv_outputs_guard_formula_cells_and_read_back_unchanged(tmp_path: Path) -> None:
+    from ragsense.data import RagRow, read_rows
+
+    rows = [
+        {**ROWS[0], "id": '=HYPERLINK("http://evil.example","click")', "answer": "@SUM(1+1)"},
+        {**ROWS[1], "id": "'=already quoted", "question": "-2+3?", "note": "\tcell"},
+        {**ROWS[2], "id": "plain", "note": "'just an apostrophe"},
+    ]
+    out = tmp_path / "out.csv"
+    assert _evaluate(str(_write_jsonl(tmp_path / "rows.jsonl", rows)), "-o", str(out)) == 0
+    import csv
+
+    with out.open(encoding="utf-8", newline="") as handle:
+        cells = list(csv.DictReader(handle))
+    assert cells[0]["id"] == "'" + rows[0]["id"] and cells[0]["answer"] == "'@SUM(1+1)"
+    assert cells[1]["id"] == "''=already quoted" and cells[1]["note"] == "'\tcell"
+    assert cells[1]["question"] == "'-2+3?"
+    assert cells[2]["note"] == "'just an apostrophe"  # no formula start: left alone
+    assert float(cells[0]["consens"]) == pytest.approx(float(cells[0]["consens"]))  # numbers stay numbers
+    back = list(read_rows(out))
+    assert all(isinstance(r, RagRow) for r in back)
+    assert [r.to_record()["id"] for r in back if isinstance(r, RagRow)] == [r["id"] for r in rows]
+    first, second, third = (r for r in back if isinstance(r, RagRow))
+    assert first.answer == "@SUM(1+1)" and second.question == "-2+3?" and second.extra["note"] == "\tcell"
+    assert third.extra["note"] == "'just an apostrophe"

@@ -42,7 +42,7 @@ from ragsense.runs import (
     parse_gates,
     write_junit,
 )
-from ragsense.tables import render_table
+from ragsense.tables import render_table, terminal_safe
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -273,7 +273,8 @@ def run_command(
                 run_id=evaluation.run_id,
             )
             lines.append(f"JUnit XML written to {path}")
-    print("\n" + "\n".join(lines), file=sys.stderr)
+    # Error messages and file names in the summary can carry a user's text: no raw escape sequences.
+    print("\n" + terminal_safe("\n".join(lines), keep_newlines=True), file=sys.stderr)
     if failed:
         return EXIT_GATE_FAILED
     return EXIT_ROW_ERRORS if evaluation.has_errors else EXIT_OK

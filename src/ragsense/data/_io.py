@@ -227,8 +227,13 @@ def _csv_records(file: Path) -> Iterator[_Record]:
             if overflow in record:
                 yield dict(record), "row has more cells than the header has columns", None
                 continue
-            # A short row leaves the columns it lacks as None: treat them as absent.
-            yield {key: value for key, value in record.items() if value is not None}, None, None
+            # A short row leaves the columns it lacks as None: treat them as absent. Cells guarded
+            # against formula injection when written (write_csv) read back as they were.
+            yield (
+                {key: unguard_csv_text(value) for key, value in record.items() if value is not None},
+                None,
+                None,
+            )
 
 
 # --------------------------------------------------------------------------------------------- writing
@@ -355,11 +360,42 @@ def write_jsonl(
     return count
 
 
+CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What a spreadsheet reads as the start of a formula: a text cell starting so is written with a
+``'`` before it (OWASP's advice against CSV injection)."""
+
+
+def guard_csv_text(text: str) -> str:
+    """A text cell as written to CSV: ``'`` put before one a spreadsheet would run as a formula.
+
+    A cell that is already ``'`` followed by such a start gets one more ``'``, so
+    :func:`unguard_csv_text` gives back every original value exactly.
+
+    >>> guard_csv_text("=HYPERLINK(A1)"), guard_csv_text("'@SUM(A1)"), guard_csv_text("plain")
+    ("'=HYPERLINK(A1)", "''@SUM(A1)", 'plain')
+    """
+    return "'" + text if text.lstrip("'").startswith(CSV_FORMULA_STARTS) else text
+
+
+def unguard_csv_text(text: str) -> str:
+    """A CSV cell as read: :func:`guard_csv_text` undone (one ``'`` before a formula start removed).
+
+    >>> [unguard_csv_text(guard_csv_text(t)) for t in ["=1", "'=1", "''@x", "'a", "-", ""]]
+    ['=1', "'=1", "''@x", "'a", '-', '']
+    """
+    if text.startswith("'") and text[1:].lstrip("'").startswith(CSV_FORMULA_STARTS):
+        return text[1:]
+    return text
+
+
 def _csv_cell(value: Any, row: int, column: str) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
-        return value
+        # Ids, questions and answers come from users and models: a cell such as =HYPERLINK(...) or
+        # @SUM(...) would run in the spreadsheet that opens the file. Numbers (-0.5) are not text and
+        # stay as they are.
+        return guard_csv_text(value)
     try:
         # Lists and dicts become JSON, which read_rows parses back for a `contexts` column.
         return dumps_json(value)
@@ -372,6 +408,9 @@ def write_csv(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -
 
     Columns are the union of the rows' keys in first-seen order. ``None`` is an empty cell; numbers and
     booleans are written as JSON (``0.5``, ``true``); lists and dicts as JSON text. NaN/infinity raise.
+    A text cell a spreadsheet would run as a formula (starting with ``=``, ``+``, ``-``, ``@``, a tab
+    or a carriage return) is written with a ``'`` before it (:func:`guard_csv_text`, OWASP's advice
+    against CSV injection); :func:`read_rows` removes it again, so the values round-trip.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "out.csv"
