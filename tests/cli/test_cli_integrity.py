@@ -155,6 +155,35 @@ def test_a_second_run_onto_an_output_being_written_is_refused(
     assert len(_read_jsonl(out)) == 5 and not lock.exists()  # the lock is removed at the end
 
 
+def test_two_processes_writing_one_output_at_once(tmp_path: Path) -> None:
+    # Issue 25, as seen: two runs onto one output both exited 0 and rows were lost or interleaved.
+    # The first run reads its rows from a pipe kept open, so it is certainly still writing when the
+    # second starts.
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out.jsonl"
+    command = [sys.executable, "-m", "ragsense", "evaluate", "-", "-o", str(out), "--model", "fake"]
+    command += ["--metrics", "consens", "--no-store", "--table", "never", "--chunk-size", "1"]
+    first = subprocess.Popen(command, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert first.stdin is not None
+    first.stdin.write(json.dumps(ROWS[0]) + "\n")
+    first.stdin.flush()
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "out.jsonl.lock").exists():
+        assert first.poll() is None and time.monotonic() < deadline, "the first run did not start"
+        time.sleep(0.05)
+    second = subprocess.run([*command[:4], str(_write_jsonl(tmp_path / "rows.jsonl", ROWS)), *command[5:]],
+                            capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert second.returncode == 2, second.stderr
+    assert "being written by another run" in second.stderr
+    first.stdin.write("".join(json.dumps(r) + "\n" for r in ROWS[1:]))
+    first.stdin.close()
+    assert first.wait(timeout=120) == 0, first.stderr.read() if first.stderr else ""
+    assert [r["id"] for r in _read_jsonl(out)] == [r["id"] for r in ROWS]  # the first run's rows, whole
+
+
 def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path: Path) -> None:
     import socket
     import subprocess
