@@ -43,8 +43,9 @@ CHUNK = 2  # small chunks and one chunk per shard: many shards from few rows
 
 
 def _input_lines() -> list[str]:
-    """Two copies of the sample rows (new ids), then rows each metric or reader must mark."""
-    base = [row.to_record() for row in read_rows(sample_rows_path())]
+    """Two copies of the first eight sample rows (new ids), then rows each metric or reader must mark:
+    20 lines, 10 shards of 2 (the counts below)."""
+    base = [row.to_record() for row in read_rows(sample_rows_path())][:8]
     rows = [{**r, "id": f"{copy}-{r['id']}"} for copy in ("a", "b") for r in base]
     lines = [json.dumps(r) for r in rows]
     lines.insert(5, "{this line is not JSON")
