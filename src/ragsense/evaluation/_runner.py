@@ -201,7 +201,9 @@ async def run_rows(
             writer.close()
         bar.close()
     if stats.n_input_changed:
-        logger.warning(
+        # The summary says it too ("M recomputed because their input changed"); the log is for runs
+        # whose summary nobody prints.
+        logger.info(
             "resume: %d finished row(s) of %s were recomputed because their input changed",
             stats.n_input_changed,
             path,
