@@ -317,8 +317,13 @@ def evaluate(
 
     ``output``: also write the rows there as the run goes (.jsonl, .csv, .parquet by extension; ``-``
     for JSONL on stdout); an existing output is an error unless ``resume`` (continue it: finished chunks
-    are not recomputed) or ``overwrite``. ``chunk_size``: rows per batched, saved chunk. Models come from
-    ``pool`` (default: the process-wide pool), so each is loaded once however many metrics use it.
+    whose rows have the same ids and content as the input's now are not recomputed; rows whose input
+    changed are, and the summary counts them) or ``overwrite``. While the run writes ``output`` it holds
+    ``OUTPUT.lock`` beside it: a second run onto the same output raises
+    :class:`~ragsense.evaluation._outputs.OutputInUseError` (a :class:`FileExistsError`). Both checks
+    come before any row is read, model loaded or run recorded. ``chunk_size``: rows per batched, saved
+    chunk. Models come from ``pool`` (default: the process-wide pool), so each is loaded once however
+    many metrics use it.
 
     ``store``: record the run in a run store (``True``: the default one; a path or a
     :class:`~ragsense.runs.RunStore`), named ``tag`` (e.g. the version of the system under test), with
