@@ -535,3 +535,35 @@ def test_resume_refuses_a_corrupt_middle_line(tmp_path: Path) -> None:
     out.write_text("".join([*lines[:3], '{"no_row": 1}\n', *lines[4:]]), encoding="utf-8")
     with pytest.raises(ValueError, match="line 4 is not a ragsense output row"):
         resume_run(out)
+
+
+def _edited(rows: list[RowOrError], index: int, answer: str) -> list[RowOrError]:
+    row = rows[index]
+    assert isinstance(row, RagRow)
+    return [*rows[:index], row.model_copy(update={"answer": answer}), *rows[index + 1 :]]
+
+
+def test_resume_recomputes_the_chunks_whose_input_changed_and_keeps_the_others(tmp_path: Path) -> None:
+    # Issue 25: same ids, changed answers; resume kept the old rows. Row 1 (chunk 0) and row 9 (chunk 2)
+    # change: those chunks are computed again, every other chunk is taken from the file, the later
+    # ones too (after the file was cut back at chunk 0).
+    out = tmp_path / "out.jsonl"
+    fresh_run(out)
+    changed = _edited(_edited(make_rows(), 1, "edited one"), 9, "edited nine")
+    expected = tmp_path / "expected.jsonl"
+    run(changed, [BatchDependent()], expected, chunk_size=CHUNK)
+    step = BatchDependent()
+    records, stats = run(changed, [step], out, chunk_size=CHUNK, resume=True)
+    assert step.calls == [["r0", "r1", "r2", "r3"], ["r8", "r9", "r10", "r11"]]
+    assert (stats.n_resumed, stats.n_input_changed) == (N_ROWS - 8, 2)
+    assert out.read_text(encoding="utf-8") == expected.read_text(encoding="utf-8")  # byte for byte
+    assert records == read_out(expected)
+    # A record written without a fingerprint (an older ragsense) cannot be trusted: recomputed.
+    lines = out.read_text(encoding="utf-8").splitlines(keepends=True)
+    old = json.loads(lines[20])
+    del old["_input"]
+    out.write_text("".join([*lines[:20], json.dumps(old) + "\n", *lines[21:]]), encoding="utf-8")
+    step = BatchDependent()
+    stats = resume_run(out, step, rows=changed)
+    assert step.calls == [["r20", "r21", "r22"]] and stats.n_input_changed == 1
+    assert out.read_text(encoding="utf-8") == expected.read_text(encoding="utf-8")
