@@ -171,8 +171,8 @@ def test_vera_wikieval_adherence_only_keeps_what_every_figure_is_recomputed_from
     out = capsys.readouterr().out
     assert "4 questions; dev = questions 0-23" in out and "chosen on dev" in out
     summary = json.loads(out.strip().splitlines()[-1])
-    # The experiment's own figure (ConSens's default aggregation) and the script's recomputation agree.
-    from ragsense.consens import DEFAULT_AGGREGATION
+    # The experiment's own figure (VERA's adherence aggregation) and the script's recomputation agree.
+    from ragsense.vera._vera import ADHERENCE_AGGREGATION
 
-    default = f"consens {DEFAULT_AGGREGATION.value} share"
+    default = f"consens {ADHERENCE_AGGREGATION} share"
     assert summary["measured"][default]["all"]["pairwise"] == figures["adherence_consens_pairwise"]

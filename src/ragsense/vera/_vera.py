@@ -88,6 +88,10 @@ MAX_STATEMENT_CHARS = 400
 PRECEDING_CHARS = 300
 _WINDOW_MARGIN = 24
 
+ADHERENCE_AGGREGATION = "q25"
+"""The ConSens aggregation of VERA's adherence signal. Its threshold (0) was chosen on q25 scores
+(docs/results.md, VERA), so it is pinned here rather than following ConSens's default score."""
+
 
 class JudgeFailure(ModelCallError):
     """The judge could not judge an item of a row (timeouts, replies that never validated)."""
@@ -576,16 +580,16 @@ class Vera:
 
     def _scorer(self) -> Any:
         if self._consens_scorer is None:
-            from ragsense.consens import NO_CONTEXT_CACHE, Aggregation, GroundingScorer, NoContextCache
+            from ragsense.consens import NO_CONTEXT_CACHE, GroundingScorer, NoContextCache
 
             spec = self._consens_model_spec
             if spec is None:
                 spec = self.judge_model if isinstance(self.judge_model, SupportsLogprobs) else DEFAULT_MODEL
             model = self.pool.get(spec)
             cache = self.pool.shared(model, NO_CONTEXT_CACHE, NoContextCache)
-            # The adherence signal and its threshold (0) were chosen on q25 scores (docs/results.md, VERA);
-            # pinned, so a change of ConSens's default score does not silently change VERA's decisions.
-            self._consens_scorer = GroundingScorer(model, aggregation=Aggregation.Q25, no_context_cache=cache)
+            self._consens_scorer = GroundingScorer(
+                model, aggregation=ADHERENCE_AGGREGATION, no_context_cache=cache
+            )
         return self._consens_scorer
 
     # -- assembling steps ---------------------------------------------------------------------
