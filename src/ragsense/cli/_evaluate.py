@@ -27,8 +27,8 @@ def add_parser(sub: Any) -> None:
         description=(
             "Score every row with each chosen metric. The output keeps every input field and adds each "
             "metric's fields (docs/metrics.md) and an 'errors' list; a row one metric cannot score is "
-            "still scored by the others. Exit codes: 0 every row scored, 3 some rows have errors, "
-            "2 usage or setup error."
+            "still scored by the others. Exit codes: 0 every row scored and every gate passed, 3 some "
+            "rows have errors, 4 a gate failed (--max-share, --fail-under), 2 usage or setup error."
         ),
     )
     add_run_options(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -26,9 +27,21 @@ from ragsense.cli._run import EXIT_USAGE
 from ragsense.errors import RagsenseError
 from ragsense.runs import RunNotFoundError, StoreVersionError
 
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE: what a Unix tool exits with when its reader went away (``ragsense runs --json | head``)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse without prefix matching: ``--metric`` must not be taken silently as ``--metrics``.
+    Subcommand parsers are made of the same class, so the rule holds at every level."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ragsense",
         description="Offline, deterministic evaluation of RAG answers: grounding, attribution, correctness.",
     )
@@ -69,7 +82,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ragsense: interrupted; finished rows are saved (continue with --resume)", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     return code
+
+
+def _silence_stdout() -> None:
+    """The reader of stdout went away: point stdout at /dev/null so the interpreter's final flush does
+    not raise again (and print a traceback) on the way out."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (a captured stream)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover
