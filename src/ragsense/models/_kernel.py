@@ -38,6 +38,7 @@ local ``score`` results bit for bit.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -77,22 +78,27 @@ class LogprobKernel:
         self.model = model
         self.device = device
         self.softcap = getattr(model.config, "final_logit_softcapping", None)
+        # transformers 5.x renamed the KV-cache argument and output from ``past_key_values`` to ``cache``
+        # (the old name warns and goes in 5.40); older releases know only the old name.
+        self.cache_name = (
+            "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        )
         self.head_only = self._check_head_shortcut(tokenizer)
 
     # -- body ---------------------------------------------------------------------------------------
     def states(self, ids: torch.Tensor, **kwargs: Any) -> tuple[torch.Tensor, Any]:
-        """``(states, past_key_values)`` of the body on ``ids`` (``[batch, n]``); ``kwargs`` go to the
-        model as they are. Call under ``torch.inference_mode()``."""
+        """``(states, kv_cache)`` of the body on ``ids`` (``[batch, n]``); ``kwargs`` go to the model as
+        they are. Call under ``torch.inference_mode()``."""
         if self.head_only:
             out = self.model.base_model(input_ids=ids, **kwargs)
-            return out.last_hidden_state, getattr(out, "past_key_values", None)
+            return out.last_hidden_state, getattr(out, self.cache_name, None)
         out = self.model(input_ids=ids, **kwargs)
-        return out.logits, getattr(out, "past_key_values", None)
+        return out.logits, getattr(out, self.cache_name, None)
 
     def forward(self, ids: torch.Tensor, cache: Any = None) -> tuple[torch.Tensor, Any]:
         """:meth:`states` of ``ids`` (moved to the model's device) after an optional KV ``cache``,
         returning the extended cache: the incremental path (decoding, choices, the perturber)."""
-        return self.states(ids.to(self.device), past_key_values=cache, use_cache=True)
+        return self.states(ids.to(self.device), **{self.cache_name: cache}, use_cache=True)
 
     # -- head ---------------------------------------------------------------------------------------
     def _head(self, hidden: torch.Tensor) -> torch.Tensor:
