@@ -271,6 +271,15 @@ def test_control_sequences_in_ids_and_tags_are_escaped_on_the_terminal(
     assert main(["runs", "--store", str(store)]) == 0
     listed = capsys.readouterr().out
     assert "v1a\\x1b[2J" in listed and "\x1b" not in listed
+    # One run shown, and two compared (the compare lists the rows that got worse by id).
+    assert main(["runs", "show", "latest", "--store", str(store)]) == 0
+    shown = capsys.readouterr().out
+    assert "v1a\\x1b[2J" in shown and not any(c in shown for c in "\x1b\x07\x9b\u202e")
+    assert main(["evaluate", str(src), "--table", "never", *args[:-2], "--tag", "v2"]) == 3
+    capsys.readouterr()
+    assert main(["compare", "v1" + evil, "v2", "--store", str(store)]) in (0, 3)
+    compared = capsys.readouterr()
+    assert not any(c in compared.out + compared.err for c in "\x1b\x07\x9b\u202e")
 
 
 def test_csv_outputs_guard_formula_cells_and_read_back_unchanged(tmp_path: Path) -> None:

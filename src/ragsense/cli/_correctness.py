@@ -148,7 +148,7 @@ def run_features(args: argparse.Namespace) -> int:
         model_options=options,
         feature_cache=args.cache_dir,
     )
-    columns = [("id", 8, row_id), ("question", 40, question_of), ("answer", 40, _answer_cell)]
+    columns = [("id", 14, row_id), ("question", 40, question_of), ("answer", 40, _answer_cell)]
     return run_command(args, "correctness features", [step], columns, shape=legacy_shape())
 
 
@@ -247,7 +247,7 @@ def run_predict(args: argparse.Namespace) -> int:
         feature_cache=args.cache_dir,
     )
     columns = [
-        ("id", 8, row_id),
+        ("id", 14, row_id),
         ("question", 40, question_of),
         ("answer", 36, _answer_cell),
         ("correctness", 11, lambda r: fmt(r.get("correctness"))),

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         bands=args.bands,
     )
     columns: list[tuple[str, int, Any]] = [
-        ("id", 8, row_id),
+        ("id", 14, row_id),
         ("question", 38, question_of),
         ("answer", 44, answer_of),
         ("consens", 7, lambda r: "-" if "error" in r else fmt(r["consens"], signed=True)),

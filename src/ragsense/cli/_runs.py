@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ragsense.runs import RunStore, StoredRun, compare_runs, format_comparison
-from ragsense.tables import render_table
+from ragsense.tables import render_table, terminal_safe
 
 
 def _add_store_option(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +72,8 @@ def run_runs(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(stored.to_dict(), indent=2))
             return 0
-        print(_describe(stored))
+        # Tags, notes, commands and dataset names come from users: escaped before they reach a terminal.
+        print(terminal_safe(_describe(stored), keep_newlines=True))
         return 0
     if args.ref:
         raise SystemExit("ragsense runs: to see one run, use 'ragsense runs show RUN'")
@@ -175,14 +176,14 @@ def run_compare(args: argparse.Namespace) -> int:
         }
         print(json.dumps(out, indent=2))
         return 0
-    print(f"A = run {a.id}" + (f" ({a.tag})" if a.tag else ""))
-    print(f"B = run {b.id}" + (f" ({b.tag})" if b.tag else ""))
-    print(format_comparison(comparison))
+    print(terminal_safe(f"A = run {a.id}" + (f" ({a.tag})" if a.tag else "")))
+    print(terminal_safe(f"B = run {b.id}" + (f" ({b.tag})" if b.tag else "")))
+    print(terminal_safe(format_comparison(comparison), keep_newlines=True))
     for s in comparison.scores:
         worst = comparison.worst(s.score, args.worst)
         if worst:
-            listed = ", ".join(f"{c.key} ({c.a:+.3f} -> {c.b:+.3f})" for c in worst)
-            print(f"worse in {s.score}: {listed}")
+            listed = ", ".join(f"{c.key} ({c.a:+.3f} -> {c.b:+.3f})" for c in worst)  # keys are row ids
+            print(terminal_safe(f"worse in {s.score}: {listed}"))
     bands_a, bands_b = _run_bands(a), _run_bands(b)
     if bands_a != bands_b and bands_a and bands_b:
         # Verdict counts under different edges differ for that reason alone.

@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         metric = Vera(model, **settings)
     columns: list[tuple[str, int, Any]] = [
-        ("id", 8, row_id),
+        ("id", 14, row_id),
         ("question", 36, question_of),
         ("ctx rel", 7, lambda r: fmt(r.get("context_relevance"))),
         ("resp rel", 8, lambda r: fmt(r.get("response_relevance"))),
