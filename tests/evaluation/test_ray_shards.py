@@ -5,7 +5,9 @@ parses them, the worker's scoring equal to ``evaluate``'s, and the missing extra
 from __future__ import annotations
 
 import json
+import os
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -307,3 +309,47 @@ def test_cli_ray_flags_need_the_ray_engine(capsys: pytest.CaptureFixture[str]) -
         main(["evaluate", "--sample", "--model", "fake", "--workers", "2"])
     with pytest.raises(SystemExit, match="give -o FOLDER"):
         main(["evaluate", "--sample", "--model", "fake", "--engine", "ray", "-o", "-"])
+
+
+class _FakeRay:
+    """Records how the engine starts Ray (no Ray needed): the arguments and the environment at init."""
+
+    def __init__(self) -> None:
+        self.inits: list[tuple[dict[str, Any], str | None]] = []
+        self.running = False
+        context = types.SimpleNamespace(enable_progress_bars=True)
+        self.data = types.SimpleNamespace(DataContext=types.SimpleNamespace(get_current=lambda: context))
+
+    def is_initialized(self) -> bool:
+        return self.running
+
+    def init(self, **kwargs: Any) -> None:
+        self.inits.append((kwargs, os.environ.get("RAY_USAGE_STATS_ENABLED")))
+        self.running = True
+
+    def shutdown(self) -> None:
+        self.running = False
+
+
+def test_a_local_ray_sends_no_usage_statistics_and_listens_on_loopback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 25: Ray collects usage statistics by default and its local processes listened on every
+    # interface.
+    from ragsense.evaluation._ray_engine import _session
+
+    monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
+    ray = _FakeRay()
+    with _session(ray, RayEngine(), progress=False):
+        assert ray.running
+    [(kwargs, usage)] = ray.inits
+    assert usage == "0" and kwargs["address"] == "local" and kwargs["_node_ip_address"] == "127.0.0.1"
+    assert not ray.running  # the Ray it started is shut down
+    # A user's own opt-in is kept; a cluster the user names is theirs to configure (docs/cluster.md).
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "1")
+    with _session(ray, RayEngine(), progress=False):
+        pass
+    assert ray.inits[-1][1] == "1"
+    with _session(ray, RayEngine(address="ray://head:10001"), progress=False):
+        pass
+    assert ray.inits[-1][0] == {"address": "ray://head:10001"}

@@ -138,6 +138,12 @@ def ray_engine_of(engine: Engine) -> RayEngine | None:
     raise ParameterError(f"must be 'local', 'ray' or a RayEngine, got {engine!r}", parameter="engine")
 
 
+RAY_USAGE_STATS_ENV = "RAY_USAGE_STATS_ENABLED"
+"""Ray's switch for its usage statistics; set to 0 for every local Ray ragsense starts."""
+LOCAL_NODE_IP = "127.0.0.1"
+"""The address a local Ray started by ragsense binds its processes to."""
+
+
 def require_ray() -> Any:
     """``ray`` with Ray Data, or :class:`~ragsense.errors.BackendUnavailableError` naming the extra."""
     require_module("ray.data", "ray", "the Ray engine (engine='ray', --engine ray)")
@@ -154,8 +160,12 @@ def _session(ray: Any, engine: RayEngine, progress: bool) -> Iterator[None]:
     if owned:
         try:
             if engine.address is None:
-                # "local" always starts a new Ray, even where another one runs on this machine.
-                ray.init(address="local", include_dashboard=False)
+                # "local" always starts a new Ray, even where another one runs on this machine. Ray
+                # collects usage statistics by default and ragsense promises no telemetry: off for every
+                # Ray it starts (a user who sets RAY_USAGE_STATS_ENABLED=1 keeps their choice). The
+                # processes listen on loopback only, as the project's test cluster does.
+                os.environ.setdefault(RAY_USAGE_STATS_ENV, "0")
+                ray.init(address="local", include_dashboard=False, _node_ip_address=LOCAL_NODE_IP)
             else:
                 ray.init(address=engine.address)
         except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
