@@ -46,3 +46,31 @@ class ParameterError(RagsenseError, ValueError):
         self.parameter = parameter
         super().__init__(f"{parameter}: {message}" if parameter else message)
         self.reason = message
+
+
+class OutputExistsError(RagsenseError, FileExistsError):
+    """An output exists and neither resuming nor replacing it was asked for.
+
+    ``str()`` says what to pass in Python (``resume=True``, ``overwrite=True``); :meth:`for_cli` says the
+    same with the command line's flags, so neither audience reads the other's wording.
+
+    >>> error = OutputExistsError("output file 'out.jsonl' already exists")
+    >>> str(error)
+    "output file 'out.jsonl' already exists; continue it with resume=True or replace it with overwrite=True"
+    >>> error.for_cli()
+    "output file 'out.jsonl' already exists; continue it with --resume or replace it with --overwrite"
+    """
+
+    def __init__(self, described: str, *, can_resume: bool = True) -> None:
+        self.described = described
+        self.can_resume = can_resume
+        super().__init__(self._message("resume=True", "overwrite=True"))
+
+    def _message(self, resume: str, overwrite: str) -> str:
+        if self.can_resume:
+            return f"{self.described}; continue it with {resume} or replace it with {overwrite}"
+        return f"{self.described}; replace it with {overwrite}"
+
+    def for_cli(self) -> str:
+        """The message with ``--resume`` / ``--overwrite``."""
+        return self._message("--resume", "--overwrite")

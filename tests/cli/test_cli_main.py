@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,3 +32,15 @@ def test_evaluate_help_lists_every_exit_code(capsys: pytest.CaptureFixture[str])
     text = " ".join(capsys.readouterr().out.split())
     for code in ("0 every row scored", "3 some rows have errors", "4 a gate failed", "2 usage"):
         assert code in text
+
+
+def test_an_existing_output_is_refused_in_the_command_lines_own_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.jsonl"
+    out.write_text("{}\n", encoding="utf-8")
+    args = ["evaluate", "--sample", "--model", "fake", "--metrics", "consens", "--no-store", "-o", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "already exists; continue it with --resume or replace it with --overwrite" in err
+    assert "=True" not in err  # Python's keywords are for Python callers

@@ -234,8 +234,9 @@ def test_wrong_result_count_in_the_row_by_row_retry_is_a_bug_too() -> None:
 def test_existing_output_needs_resume_or_overwrite(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     out.write_text("old\n")
-    with pytest.raises(FileExistsError, match="--resume"):
+    with pytest.raises(FileExistsError, match="resume=True") as info:  # Python's wording in Python
         run(parse_rows(raw_rows(2)), [FnStep(lengths)], out)
+    assert "--resume" not in str(info.value) and "--resume" in info.value.for_cli()  # type: ignore[attr-defined]
     assert out.read_text() == "old\n"
     run(parse_rows(raw_rows(2)), [FnStep(lengths)], out, overwrite=True)
     assert [r["_row"] for r in read_out(out)] == [0, 1]

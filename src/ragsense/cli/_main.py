@@ -24,7 +24,7 @@ from ragsense.cli import (
     _vera,
 )
 from ragsense.cli._run import EXIT_USAGE
-from ragsense.errors import RagsenseError
+from ragsense.errors import OutputExistsError, RagsenseError
 from ragsense.runs import RunNotFoundError, StoreVersionError
 
 EXIT_BROKEN_PIPE = 141
@@ -73,6 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
         code: int = args.run(args)
+    except OutputExistsError as exc:  # the flags, not the Python keywords
+        print(f"ragsense: error: {exc.for_cli()}", file=sys.stderr)
+        return EXIT_USAGE
     except (RagsenseError, FileNotFoundError, FileExistsError, RunNotFoundError, StoreVersionError) as exc:
         print(f"ragsense: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

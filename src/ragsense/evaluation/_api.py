@@ -13,7 +13,7 @@ from typing import Any, Literal
 from ragsense._async import run_sync
 from ragsense.consens._verdicts import Bands, resolve_bands
 from ragsense.data import RowOrError
-from ragsense.errors import ParameterError
+from ragsense.errors import OutputExistsError, ParameterError
 from ragsense.evaluation._contract import Metric, RunItem
 from ragsense.evaluation._evaluation import Evaluation, MetricInfo
 from ragsense.evaluation._inputs import Data, rows_from
@@ -154,14 +154,10 @@ def check_output_free(target: Path, *, resume: bool, overwrite: bool) -> None:
     if resume and working.exists():
         return
     if working == target:
-        raise FileExistsError(
-            f"output file {str(target)!r} already exists; continue it with resume=True (--resume) "
-            "or replace it with overwrite=True (--overwrite)"
-        )
-    raise FileExistsError(
-        f"output file {str(target)!r} already exists; replace it with overwrite=True (--overwrite)"
-        + (" or continue its run with resume=True (--resume)" if working.exists() else "")
-    )
+        raise OutputExistsError(f"output file {str(target)!r} already exists")
+    # A finished CSV/Parquet output can only be replaced; with its working file beside it (an
+    # interrupted run), it can also be continued.
+    raise OutputExistsError(f"output file {str(target)!r} already exists", can_resume=working.exists())
 
 
 @dataclass(frozen=True)

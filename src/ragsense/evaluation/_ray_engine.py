@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ragsense.data import RowOrError, require_module
-from ragsense.errors import ParameterError
+from ragsense.errors import OutputExistsError, ParameterError
 from ragsense.evaluation._contract import Metric
 from ragsense.evaluation._evaluation import Evaluation, MetricInfo
 from ragsense.evaluation._inputs import Data, rows_from
@@ -261,10 +261,7 @@ def _score(
 
 
 def _refuse_existing(folder: ShardFolder) -> None:
-    raise FileExistsError(
-        f"output folder {folder.location!r} already holds a ragsense run; continue it with "
-        "resume=True (--resume) or replace it with overwrite=True (--overwrite)"
-    )
+    raise OutputExistsError(f"output folder {folder.location!r} already holds a ragsense run")
 
 
 def _prepare(

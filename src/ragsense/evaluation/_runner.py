@@ -30,6 +30,7 @@ from typing import Any, Literal
 from tqdm import tqdm
 
 from ragsense.data import JsonlWriter, RowError, dumps_json
+from ragsense.errors import OutputExistsError
 from ragsense.evaluation._contract import INPUT, ErrorRecord, RowOutcome, RunItem, Step
 from ragsense.evaluation._shards import INPUT_KEY
 
@@ -149,10 +150,7 @@ async def run_rows(
         if resume:
             previous = _read_previous(path)
         elif not overwrite:
-            raise FileExistsError(
-                f"output file {str(path)!r} already exists; continue it with resume=True (--resume) "
-                "or replace it with overwrite=True (--overwrite)"
-            )
+            raise OutputExistsError(f"output file {str(path)!r} already exists")
     stats = RunStats()
     started = time.perf_counter()
     records: list[dict[str, Any]] = []

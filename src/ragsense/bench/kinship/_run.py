@@ -29,7 +29,7 @@ from ragsense.bench.kinship._evidence import retrieval_recall
 from ragsense.bench.kinship._source import ConditionQuery, HoldOut, KinshipCondition, KinshipSource
 from ragsense.bench.kinship._systems import KinshipSystem, SystemAnswer
 from ragsense.data import dumps_json
-from ragsense.errors import ParameterError
+from ragsense.errors import OutputExistsError, ParameterError
 from ragsense.evaluation import Needs, RowOutcome, run_rows
 from ragsense.stats import wilson_ci
 
@@ -341,10 +341,7 @@ def _check_previous(out: Path, settings: Mapping[str, Any], resume: bool, overwr
     if not resume:
         if overwrite:
             return
-        raise FileExistsError(
-            f"output file {str(answers)!r} already exists; continue it with resume=True (--resume) "
-            "or replace it with overwrite=True (--overwrite)"
-        )
+        raise OutputExistsError(f"output file {str(answers)!r} already exists")
     run_file = out / RUN_FILE
     if run_file.exists() and json.loads(run_file.read_text()).get("settings") != dict(settings):
         raise ParameterError(
