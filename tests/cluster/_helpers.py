@@ -90,8 +90,10 @@ class LocalRayCluster:
 
     def _start(self, args: list[str]) -> None:
         manager, ports = _node_ports()
-        # Each node its own range of worker ports, below the kernel's ephemeral range.
-        low = 20000 + 200 * (len(self.node_manager_ports) + 5 * (os.getpid() % 40))
+        # Each node its own range of worker ports, below the kernel's ephemeral range (from 32768), so a
+        # free port picked for another component (ephemeral) can never fall inside it: 12 process slots
+        # of 5 nodes x 200 ports span 20000-31999. (pid % 40 reached 59399 and once collided.)
+        low = 20000 + 200 * (len(self.node_manager_ports) + 5 * (os.getpid() % 12))
         command = [
             str(RAY), "start", *args, "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
             "--num-gpus", "0", "--disable-usage-stats", "--min-worker-port", str(low),
