@@ -96,7 +96,7 @@ from ragsense.consens import Aggregation, consens_from_word_nll
 from ragsense.consens._evidence import FEATURES, floored, row_features
 from ragsense.data import load_faithbench, load_halueval, load_pubmedqa, load_wikieval
 from ragsense.experiments._consens import partial_context
-from ragsense.stats import delong_paired, roc_auc
+from ragsense.stats import delong_paired, roc_auc, wilson_ci
 from ragsense.text import ContextVocabulary
 
 SETS = ("wikieval", "halueval", "halueval_matched", "pubmedqa", "faithbench")
@@ -398,13 +398,8 @@ def _auroc_ci(rows: Sequence[Row], values: Sequence[float], n: int = 1000) -> li
 
 
 def _wilson(k: int, n: int) -> list[float] | None:
-    if n == 0:
-        return None
-    z = 1.959963984540054
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
+    """ragsense's Wilson interval, rounded for the JSON; None when nothing was called."""
+    return None if n == 0 else [round(x, 4) for x in wilson_ci(k, n)]
 
 
 def _baselines_for(name: str) -> list[str]:

@@ -78,6 +78,20 @@ def test_words_round_trip_by_code_point() -> None:
     view = page_data(render_report(stored_run(rows), rows))["rows"][0][1]
     assert [w[0] for w in words_of(view)] == ["Ada", "Lovelace", "Really"]
     assert words_of(view)[0][1:] == (1.235, 7.5)  # thousandths of a nat
+    assert "ws" not in view  # no word says the context states it
+
+
+def test_the_words_the_context_states_are_marked_for_the_page() -> None:
+    # The page never shades a stated word red; it reads which ones from "ws" (positions among the words).
+    answer = "Ada Lovelace wrote it in Paris."
+    words = [
+        {"word": "Ada", "start": 0, "end": 3, "nll_context": 5.0, "nll_empty": 1.0, "stated": True},
+        {"word": "Lovelace", "start": 4, "end": 12, "nll_context": 1.0, "nll_empty": 2.0, "stated": False},
+        {"word": "Paris", "start": 25, "end": 30, "nll_context": 4.0, "nll_empty": 1.0, "stated": True},
+    ]
+    rows = [row(id="stated", answer=answer, words=words)]
+    view = page_data(render_report(stored_run(rows), rows))["rows"][0][1]
+    assert view["ws"] == [0, 2]
 
 
 def test_everything_from_the_rows_is_escaped() -> None:

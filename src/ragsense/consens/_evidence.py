@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from ragsense.consens._math import _quantile as sorted_quantile
+
 FEATURES = (
     "q25",  # 25th percentile of d
     "mean",  # mean of d (the geometric ConSens r)
@@ -39,14 +41,6 @@ def floored(contrasts: Sequence[float], stated: Sequence[bool]) -> list[float]:
     return [max(d, 0.0) if s else d for d, s in zip(contrasts, stated, strict=True)]
 
 
-def _quantile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
 def row_features(contrasts: Sequence[float], stated: Sequence[bool]) -> list[float]:
     """The :data:`FEATURES` of one answer from its word contrasts and stated flags.
 
@@ -63,9 +57,9 @@ def row_features(contrasts: Sequence[float], stated: Sequence[bool]) -> list[flo
     n = len(contrasts)
     unstated = [d for d, s in zip(contrasts, stated, strict=True) if not s]
     return [
-        _quantile(contrasts, 0.25),
+        sorted_quantile(sorted(contrasts), 0.25),
         math.fsum(contrasts) / n,
-        _quantile(e, 0.25),
+        sorted_quantile(sorted(e), 0.25),
         math.fsum(e) / n,
         min(e),
         len(unstated) / n,

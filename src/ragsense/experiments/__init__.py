@@ -17,7 +17,7 @@ _TARGETS = {
     "consens-pubmedqa-partial": "ragsense.experiments._consens:consens_pubmedqa_partial",
     "consens-pubmedqa-partial-sentences": "ragsense.experiments._consens:consens_pubmedqa_partial_sentences",
     "consens-pubmedqa-attribution": "ragsense.experiments._consens:consens_pubmedqa_attribution",
-    "consens-faithbench": "ragsense.experiments._consens:consens_faithbench",
+    "consens-faithbench": "ragsense.experiments._faithbench:consens_faithbench",
     "correctness-squad": "ragsense.experiments._correctness:correctness_squad",
     "vera-squad": "ragsense.experiments._vera:vera_squad",
     "vera-wikieval": "ragsense.experiments._vera:vera_wikieval",

@@ -61,6 +61,18 @@ def contrast(pos: Sequence[float], neg: Sequence[float]) -> dict[str, Any]:
     }
 
 
+def unpaired(pos: Sequence[float], neg: Sequence[float]) -> dict[str, Any]:
+    """AUROC of two independent groups (not pairs) with a stratified bootstrap interval.
+
+    >>> unpaired([0.9, 0.8], [0.1, 0.2])["auroc"]
+    1.0
+    """
+    return {
+        "auroc": _r(roc_auc(pos, neg)),
+        "auroc_ci95": [_r(x) for x in bootstrap_ci(roc_auc, pos, neg, n=1000, seed=0)],
+    }
+
+
 def delong_against(
     reference: tuple[Sequence[float], Sequence[float]],
     others: Mapping[str, tuple[Sequence[float], Sequence[float]]],
