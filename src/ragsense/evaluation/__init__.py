@@ -8,8 +8,7 @@
 'grounded'
 """
 
-from ragsense.evaluation._api import DEFAULT_CHUNK_SIZE, aevaluate, evaluate
-from ragsense.evaluation._contract import (
+from ragsense.contract import (
     INPUT,
     ROW_FIELDS,
     ErrorRecord,
@@ -19,6 +18,7 @@ from ragsense.evaluation._contract import (
     RunItem,
     Step,
 )
+from ragsense.evaluation._api import DEFAULT_CHUNK_SIZE, aevaluate, evaluate
 from ragsense.evaluation._evaluation import (
     Evaluation,
     MetricInfo,

@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from ragsense._async import run_sync
 from ragsense.consens._verdicts import Bands, resolve_bands
+from ragsense.contract import Metric, RunItem
 from ragsense.data import RowOrError
 from ragsense.errors import OutputExistsError, ParameterError
-from ragsense.evaluation._contract import Metric, RunItem
 from ragsense.evaluation._evaluation import Evaluation, MetricInfo
 from ragsense.evaluation._inputs import Data, rows_from
 from ragsense.evaluation._outputs import check_output, output_lock, save_rows, working_file

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragsense.contract import Metric
 from ragsense.data import require_module
-from ragsense.evaluation._contract import Metric
 from ragsense.evaluation._outputs import check_output, save_rows
 from ragsense.evaluation._runner import RunStats
 from ragsense.stats import Share, format_share, mean_ci, shares_of

@@ -36,9 +36,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ragsense.contract import Metric
 from ragsense.data import RowOrError, require_module
 from ragsense.errors import OutputExistsError, ParameterError
-from ragsense.evaluation._contract import Metric
 from ragsense.evaluation._evaluation import Evaluation, MetricInfo
 from ragsense.evaluation._inputs import Data, rows_from
 from ragsense.evaluation._ray_worker import ShardScorer

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ragsense.contract import Metric, RowOutcome
 from ragsense.data import RowOrError, dumps_json, require_module
-from ragsense.evaluation._contract import Metric, RowOutcome
 from ragsense.evaluation._evaluation import MetricInfo
 from ragsense.evaluation._runner import Shape, run_rows
 

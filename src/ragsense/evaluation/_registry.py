@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
+from ragsense.contract import Metric
 from ragsense.errors import ParameterError
-from ragsense.evaluation._contract import Metric
 
 ENTRY_POINT_GROUP = "ragsense.metrics"
 DEFAULT_METRICS = ("consens",)

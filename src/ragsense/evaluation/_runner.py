@@ -29,9 +29,9 @@ from typing import Any, Literal
 
 from tqdm import tqdm
 
+from ragsense.contract import INPUT, ErrorRecord, RowOutcome, RunItem, Step
 from ragsense.data import JsonlWriter, RowError, dumps_json
 from ragsense.errors import OutputExistsError
-from ragsense.evaluation._contract import INPUT, ErrorRecord, RowOutcome, RunItem, Step
 from ragsense.evaluation._shards import INPUT_KEY
 
 logger = logging.getLogger(__name__)

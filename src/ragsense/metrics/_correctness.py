@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsense.cache import cache_dir
+from ragsense.contract import Needs
 from ragsense.correctness import (
     CorrectnessEstimator,
     CorrectnessSample,
@@ -17,7 +18,6 @@ from ragsense.correctness import (
 )
 from ragsense.data import RagRow
 from ragsense.errors import ParameterError
-from ragsense.evaluation import Needs
 from ragsense.models import LanguageModel, ModelPool, ModelSpec
 
 CORRECTNESS_FIELDS = ("correctness", "correct", "correctness_answer", "correctness_context_truncated")

@@ -7,10 +7,10 @@ from typing import Any
 
 from ragsense.consens import answer_context_similarity
 from ragsense.consens._similarity import MODES, SimilarityMode
+from ragsense.contract import Needs
 from ragsense.data import RagRow
 from ragsense.embeddings import DEFAULT_EMBEDDER, Embedder, load_embedder
 from ragsense.errors import ParameterError
-from ragsense.evaluation import Needs
 from ragsense.models import ModelPool
 
 

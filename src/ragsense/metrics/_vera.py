@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ragsense.contract import Needs
 from ragsense.data import RagRow
 from ragsense.errors import ParameterError
-from ragsense.evaluation import Needs
 from ragsense.models import ModelPool, ModelSpec
 from ragsense.vera import SCORED_STEPS
 from ragsense.vera import Vera as VeraEvaluator
