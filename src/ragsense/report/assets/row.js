@@ -1,12 +1,11 @@
-"""The page's script, part 1: DOM helpers, number formats, and the row view (question, answer with
-each scored word shaded by how much the context raised its likelihood, documents with leave-one-out
-attribution bars and VERA's sentence decisions, VERA's statements, scores, other fields, errors).
+/* The page's script, part 1 of 3 (ragsense.report._page joins row.js, summary.js and main.js, in
+this order, in one strict-mode function; this comment is left out of the page): DOM helpers, number
+formats, and the row view (question, answer with each scored word shaded by how much the context
+raised its likelihood, documents with leave-one-out attribution bars and VERA's sentence decisions,
+VERA's statements, scores, other fields, errors).
 
-Texts are sliced by code point (``Array.from``), since the rows' offsets count code points as Python
-does, not UTF-16 units.
-"""
-
-SCRIPT_ROW = r"""
+Texts are sliced by code point (Array.from), since the rows' offsets count code points as Python
+does, not UTF-16 units. */
 const $ = (id) => document.getElementById(id);
 const META = JSON.parse($("ragsense-meta").textContent);
 const RUNS = META.runs;
@@ -445,4 +444,3 @@ document.addEventListener("keydown", (ev) => {
   else if (ev.key === "ArrowRight" && ev.altKey) step(1);
   else if (ev.key === "ArrowLeft" && ev.altKey) step(-1);
 });
-"""

@@ -1,13 +1,9 @@
-"""The page's script, part 3: loading the data, the rows table (filters, sorting, pages) and the start.
-Part 1 (:mod:`ragsense.report._script_row`) has the DOM helpers and the row view, part 2
-(:mod:`ragsense.report._script_summary`) the summary and the histograms.
+/* The page's script, part 3 of 3: loading the data, the rows table (filters, sorting, pages) and
+the start.
 
-Every text from the rows reaches the page through ``textContent``, ``append`` or ``setAttribute`` on
-elements the script creates (never ``innerHTML``), so a ``<script>`` in an answer is shown as text.
-The table draws one page of rows at a time (50 by default), so 10,000 rows stay fast.
-"""
-
-SCRIPT_MAIN = r"""
+Every text from the rows reaches the page through textContent, append or setAttribute on elements
+the script creates (never innerHTML), so a <script> in an answer is shown as text. The table draws
+one page of rows at a time (50 by default), so 10,000 rows stay fast. */
 // ---------------------------------------------------------------------------------- loading
 async function loadBlob(id) {
   const el = $(id);
@@ -351,4 +347,3 @@ main().catch((err) => {
   console.error("ragsense report:", err);
   $("summary").append(h("div", {class: "banner bad", text: "The report could not be drawn: " + err.message}));
 });
-"""
