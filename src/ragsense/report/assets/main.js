@@ -42,12 +42,14 @@ function loadDetails() {
   const blobs = () => Promise.all([loadBlob("ragsense-docs"), loadBlob("ragsense-ctx")]);
   DETAILS = DETAILS || blobs().then(([docs, ctx]) => {
     DATA.docs = docs;
-    DATA.rows.forEach((entry, i) => entry.slice(1).forEach((v, r) => {
-      const st = v && v.ve && (v.ve.st || []).find((s) => s.k === "context");
-      if (!st) return;
-      if (ctx) st.dc = decodeContext(ctx[i][r] || []);
-      else st.om = st.n || 0;
-    }));
+    DATA.rows.forEach((entry, i) => {
+      entry.slice(1).forEach((v, r) => {
+        const st = v?.ve && (v.ve.st || []).find((s) => s.k === "context");
+        if (!st) return;
+        if (ctx) st.dc = decodeContext(ctx[i][r] || []);
+        else st.om = st.n || 0;
+      });
+    });
   });
   return DETAILS;
 }
@@ -107,8 +109,8 @@ function applyFilters() {
 
 function header() {
   const cols = [["pos", "#", "num"], ["id", "id", ""], ["q", "question", ""]];
-  META.scores.forEach((s, i) => cols.push(["s" + i, (DIFF ? "Δ " : "") + s.name, "num"]));
-  META.verdicts.forEach((v, i) => cols.push(["v" + i, v, ""]));
+  META.scores.forEach((s, i) => { cols.push(["s" + i, (DIFF ? "Δ " : "") + s.name, "num"]); });
+  META.verdicts.forEach((v, i) => { cols.push(["v" + i, v, ""]); });
   cols.push(["err", "errors", "num"]);
   const key = STATE.sort || defaultSort();
   const tr = h("tr", null, cols.map(([k, label, cls]) => h("th", {class: cls || null, "data-sort": k,
@@ -298,7 +300,7 @@ function makeEntries(data) {
     const views = raw.slice(1);
     const first = views.find((v) => v);
     const e = {key: raw[0], views, idx, pos: first.p == null ? idx : first.p, q: first.q || "",
-      errors: views.reduce((n, v) => n + (v && v.e ? v.e.length : 0), 0)};
+      errors: views.reduce((n, v) => n + (v?.e ? v.e.length : 0), 0)};
     e.val = (r, i) => (views[r] ? views[r].s[i] : null);
     e.delta = (i) => {
       const a = e.val(0, i), b = e.val(1, i);
