@@ -5,10 +5,13 @@ pages with the code of the time; regenerate them only when the page is meant to 
 from __future__ import annotations
 
 import json
+import re
+from importlib import resources
 
 import pytest
 
 from ragsense._version import __version__
+from ragsense.report._page import ASSETS, SCRIPT_PARTS, asset
 
 from .make_page_fixture import INPUT, PAGES, VERSION, render_pages, with_version
 
@@ -40,3 +43,18 @@ def test_the_fixture_pages_hold_the_runs() -> None:
     assert single.count("<script") == 5 and single.count("<style>") == 1
     assert "bbbb33334444" in comparison and "bbbb33334444" not in single
     assert "xss-row" in single and "<script>window.__xss" not in single
+
+
+def test_every_asset_goes_into_the_page(pages: dict[str, str]) -> None:
+    """The assets are the template, the style and the script's parts, and each reaches the page
+    (without its opening comment, which is for the file's readers)."""
+    shipped = sorted(p.name for p in resources.files("ragsense.report").joinpath(ASSETS).iterdir())
+    assert shipped == sorted(["page.html", "style.css", *SCRIPT_PARTS])
+    page = pages["single"]
+    for name in ("style.css", *SCRIPT_PARTS):
+        assert asset(name) in page
+        raw = resources.files("ragsense.report").joinpath(ASSETS).joinpath(name).read_text(encoding="utf-8")
+        opening = raw[: raw.index("*/\n") + 3]
+        assert raw.startswith("/*") and opening not in page
+    fields = re.findall(r"\{\{(\w*)\}\}", asset("page.html"))
+    assert sorted(fields) == ["csp", "data", "meta", "script", "style", "title", "version"]
