@@ -5,6 +5,9 @@ its own inline style and script (by hash), so even a text that slipped through a
 run or load anything. The data is embedded as JSON (``<`` written ``\\u003c``, so no ``</script>`` or
 ``<!--`` can appear in it) or as gzip + base64 that the browser's ``DecompressionStream`` inflates.
 
+The markup, style and script are files in ``assets/`` (package data, linted by Biome: biome.jsonc),
+read once per process and inlined here, so the page stays one file that opens offline.
+
 >>> page = assemble(title="t <b>", meta={"a": "</script><!--"}, blobs=[("ragsense-rows", "e30=", "json")])
 >>> "</script><!--" in page, "\\\\u003c/script\\\\u003e\\\\u003c!--" in page, "t &lt;b&gt;" in page
 (False, True, True)
