@@ -19,3 +19,13 @@ if [ "$extra" = test ] && ! command -v chromium >/dev/null 2>&1 && ! command -v 
     echo "install.sh: chromium not found (apt-get install chromium); the browser test will be skipped" >&2
   fi
 fi
+# The linter of the report's front end (Biome, pinned in package-lock.json). Installed again only when
+# the lock file changed, so the tests run offline once it is in node_modules.
+if [ "$extra" = test ] && { [ ! -x node_modules/.bin/biome ] || [ package-lock.json -nt node_modules/.package-lock.json ]; }; then
+  if command -v npm >/dev/null 2>&1; then
+    npm ci --no-audit --no-fund --silent \
+      || echo "install.sh: npm ci failed; the report's front-end lint will be skipped" >&2
+  else
+    echo "install.sh: npm not found (Node.js 18+); the report's front-end lint will be skipped" >&2
+  fi
+fi

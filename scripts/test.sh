@@ -7,4 +7,10 @@ bash scripts/install.sh test
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 .venv/bin/ruff check src tests benchmarks
 .venv/bin/mypy
+# The report's style and script files (src/ragsense/report/assets); tests/report lints the joined script.
+if [ -x node_modules/.bin/biome ]; then
+  node_modules/.bin/biome lint --error-on-warnings src/ragsense/report/assets
+else
+  echo "test.sh: Biome not installed (npm ci); the report's front-end lint is skipped" >&2
+fi
 .venv/bin/python -m pytest --doctest-modules src/ragsense tests "$@"

@@ -1,12 +1,11 @@
-"""The page's script, part 1: DOM helpers, number formats, and the row view (question, answer with
-each scored word shaded by how much the context raised its likelihood, documents with leave-one-out
-attribution bars and VERA's sentence decisions, VERA's statements, scores, other fields, errors).
+/* The page's script, part 1 of 3 (ragsense.report._page joins row.js, summary.js and main.js, in
+this order, in one strict-mode function; this comment is left out of the page): DOM helpers, number
+formats, and the row view (question, answer with each scored word shaded by how much the context
+raised its likelihood, documents with leave-one-out attribution bars and VERA's sentence decisions,
+VERA's statements, scores, other fields, errors).
 
-Texts are sliced by code point (``Array.from``), since the rows' offsets count code points as Python
-does, not UTF-16 units.
-"""
-
-SCRIPT_ROW = r"""
+Texts are sliced by code point (Array.from), since the rows' offsets count code points as Python
+does, not UTF-16 units. */
 const $ = (id) => document.getElementById(id);
 const META = JSON.parse($("ragsense-meta").textContent);
 const RUNS = META.runs;
@@ -36,7 +35,7 @@ function svgEl(tag, attrs, ...kids) {
   return el;
 }
 
-const fmt = (x, d) => (x == null || !isFinite(x) ? "—" : Number(x).toFixed(d));
+const fmt = (x, d) => (x == null || !Number.isFinite(Number(x)) ? "—" : Number(x).toFixed(d));
 const fmtInt = (x) => (x == null ? "—" : Number(x).toLocaleString("en-US"));
 const fmtSigned = (x) => (x == null ? "—" : (x > 0 ? "+" : "") + Number(x).toFixed(3));
 const fmtP = (p) => (p < 0.001 ? "< 0.001" : p.toFixed(3));
@@ -51,7 +50,7 @@ function fmtScore(x, name) {
 function fmtPpl(nll) {
   if (nll == null) return "—";
   const p = Math.exp(nll);
-  if (!isFinite(p)) return "∞";
+  if (!Number.isFinite(p)) return "∞";
   return p >= 1e5 ? p.toExponential(2) : Number(p.toPrecision(4)).toLocaleString("en-US");
 }
 
@@ -166,20 +165,21 @@ function wordLegend() {
 // ---------------------------------------------------------------------------------- documents
 function contextSpans(view) {
   const byDoc = {};
-  const step = view && view.ve && (view.ve.st || []).find((s) => s.k === "context");
+  const step = view?.ve && (view.ve.st || []).find((s) => s.k === "context");
   if (!step) return byDoc;
   for (const d of step.dc || []) {
     if (d[3] == null || d[4] == null || d[5] == null) continue;
-    (byDoc[d[3]] = byDoc[d[3]] || []).push({s: d[4], e: d[5], keep: d[0], label: step.lb[d[1]], conf: d[2]});
+    if (!byDoc[d[3]]) byDoc[d[3]] = [];
+    byDoc[d[3]].push({s: d[4], e: d[5], keep: d[0], label: step.lb[d[1]], conf: d[2]});
   }
   for (const k of Object.keys(byDoc)) byDoc[k].sort((a, b) => a.s - b.s);
   return byDoc;
 }
 
 function attributionView(e) {
-  const runs = RUNS.map((_, r) => [r, e.views[r]]).filter(([, v]) => v && v.t && v.t.length);
+  const runs = RUNS.map((_, r) => [r, e.views[r]]).filter(([, v]) => v?.t?.length);
   if (!runs.length) {
-    return e.views.some((v) => v && v.t) ? h("p", {class: "muted",
+    return e.views.some((v) => v?.t) ? h("p", {class: "muted",
       text: "Only one document: there is nothing to attribute."}) : null;
   }
   const n = Math.max(...runs.map(([, v]) => v.t.length));
@@ -235,7 +235,7 @@ function docCard(i, docId, spans, tops) {
     h("span", {class: "muted", text: fmtInt(full || cp.length) + " characters"}),
     tops.map((r) => h("span", {class: "pill tag",
       text: "★ top document" + (DIFF ? " (" + "AB"[r] + ")" : "")})),
-    spans && spans.length ? h("span", {class: "muted", text: "highlighted: sentences VERA kept"}) : null),
+    spans?.length ? h("span", {class: "muted", text: "highlighted: sentences VERA kept"}) : null),
     body);
 }
 
@@ -243,7 +243,7 @@ function documentsView(e) {
   const out = [];
   const seen = new Set();
   e.views.forEach((v, r) => {
-    if (!v || !v.d) return;
+    if (!v?.d) return;
     const key = v.d.join(",");
     if (seen.has(key)) return;
     seen.add(key);
@@ -251,8 +251,10 @@ function documentsView(e) {
       out.push(h("div", {class: "run-label", text: "Documents of run " + "AB"[r] + " (they differ)"}));
     }
     const spans = contextSpans(e.views[RUNS.length - 1] || v);
-    v.d.forEach((docId, i) => out.push(docCard(i, docId, spans[i],
-      e.views.map((w, k) => (w && w.tp === i ? k : null)).filter((k) => k != null))));
+    v.d.forEach((docId, i) => {
+      out.push(docCard(i, docId, spans[i],
+        e.views.map((w, k) => (w && w.tp === i ? k : null)).filter((k) => k != null)));
+    });
   });
   return out.length ? out : [h("p", {class: "muted", text: "No documents."})];
 }
@@ -344,13 +346,13 @@ function consensView(view) {
 }
 
 function otherView(view) {
-  if (!view.x || !view.x.length) return null;
+  if (!view.x?.length) return null;
   return kv(view.x.map(([k, v]) => [k, Array.isArray(v) ? shortText(v) : typeof v === "number" ? fmt(v, 4)
     : String(v)]));
 }
 
 function errorsView(view) {
-  if (!view.e || !view.e.length) return null;
+  if (!view.e?.length) return null;
   return h("ul", {class: "errors"}, view.e.map(([m, f, msg]) => h("li", null,
     h("b", {text: (m || "row") + (f ? " · " + f : "") + ": "}), shortText(msg))));
 }
@@ -360,9 +362,11 @@ function scoresView(e) {
   const rows = META.scores.map((s, i) => h("tr", null, h("td", null, h("code", {text: s.name})),
     e.views.map((v) => h("td", {class: "num", text: fmtScore(v ? v.s[i] : null, s.name)})),
     DIFF ? h("td", {class: "num", text: fmtSigned(e.delta(i))}) : null));
-  META.verdicts.forEach((name, i) => rows.push(h("tr", null, h("td", null, h("code", {text: name})),
-    e.views.map((v) => h("td", null, v && v.v[i] != null ?
-      h("span", {class: "v " + vclass(v.v[i]), text: v.v[i]}) : "—")), DIFF ? h("td") : null)));
+  META.verdicts.forEach((name, i) => {
+    rows.push(h("tr", null, h("td", null, h("code", {text: name})),
+      e.views.map((v) => h("td", null, v && v.v[i] != null ?
+        h("span", {class: "v " + vclass(v.v[i]), text: v.v[i]}) : "—")), DIFF ? h("td") : null));
+  });
   return h("table", {class: "score-grid"},
     h("thead", null, h("tr", null, head.map((t, k) => h("th", {class: k ? "num" : null, text: t})))),
     h("tbody", null, rows));
@@ -445,4 +449,3 @@ document.addEventListener("keydown", (ev) => {
   else if (ev.key === "ArrowRight" && ev.altKey) step(1);
   else if (ev.key === "ArrowLeft" && ev.altKey) step(-1);
 });
-"""

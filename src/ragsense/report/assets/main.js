@@ -1,13 +1,9 @@
-"""The page's script, part 3: loading the data, the rows table (filters, sorting, pages) and the start.
-Part 1 (:mod:`ragsense.report._script_row`) has the DOM helpers and the row view, part 2
-(:mod:`ragsense.report._script_summary`) the summary and the histograms.
+/* The page's script, part 3 of 3: loading the data, the rows table (filters, sorting, pages) and
+the start.
 
-Every text from the rows reaches the page through ``textContent``, ``append`` or ``setAttribute`` on
-elements the script creates (never ``innerHTML``), so a ``<script>`` in an answer is shown as text.
-The table draws one page of rows at a time (50 by default), so 10,000 rows stay fast.
-"""
-
-SCRIPT_MAIN = r"""
+Every text from the rows reaches the page through textContent, append or setAttribute on elements
+the script creates (never innerHTML), so a <script> in an answer is shown as text. The table draws
+one page of rows at a time (50 by default), so 10,000 rows stay fast. */
 // ---------------------------------------------------------------------------------- loading
 async function loadBlob(id) {
   const el = $(id);
@@ -46,12 +42,14 @@ function loadDetails() {
   const blobs = () => Promise.all([loadBlob("ragsense-docs"), loadBlob("ragsense-ctx")]);
   DETAILS = DETAILS || blobs().then(([docs, ctx]) => {
     DATA.docs = docs;
-    DATA.rows.forEach((entry, i) => entry.slice(1).forEach((v, r) => {
-      const st = v && v.ve && (v.ve.st || []).find((s) => s.k === "context");
-      if (!st) return;
-      if (ctx) st.dc = decodeContext(ctx[i][r] || []);
-      else st.om = st.n || 0;
-    }));
+    DATA.rows.forEach((entry, i) => {
+      entry.slice(1).forEach((v, r) => {
+        const st = v?.ve && (v.ve.st || []).find((s) => s.k === "context");
+        if (!st) return;
+        if (ctx) st.dc = decodeContext(ctx[i][r] || []);
+        else st.om = st.n || 0;
+      });
+    });
   });
   return DETAILS;
 }
@@ -111,8 +109,8 @@ function applyFilters() {
 
 function header() {
   const cols = [["pos", "#", "num"], ["id", "id", ""], ["q", "question", ""]];
-  META.scores.forEach((s, i) => cols.push(["s" + i, (DIFF ? "Δ " : "") + s.name, "num"]));
-  META.verdicts.forEach((v, i) => cols.push(["v" + i, v, ""]));
+  META.scores.forEach((s, i) => { cols.push(["s" + i, (DIFF ? "Δ " : "") + s.name, "num"]); });
+  META.verdicts.forEach((v, i) => { cols.push(["v" + i, v, ""]); });
   cols.push(["err", "errors", "num"]);
   const key = STATE.sort || defaultSort();
   const tr = h("tr", null, cols.map(([k, label, cls]) => h("th", {class: cls || null, "data-sort": k,
@@ -302,7 +300,7 @@ function makeEntries(data) {
     const views = raw.slice(1);
     const first = views.find((v) => v);
     const e = {key: raw[0], views, idx, pos: first.p == null ? idx : first.p, q: first.q || "",
-      errors: views.reduce((n, v) => n + (v && v.e ? v.e.length : 0), 0)};
+      errors: views.reduce((n, v) => n + (v?.e ? v.e.length : 0), 0)};
     e.val = (r, i) => (views[r] ? views[r].s[i] : null);
     e.delta = (i) => {
       const a = e.val(0, i), b = e.val(1, i);
@@ -351,4 +349,3 @@ main().catch((err) => {
   console.error("ragsense report:", err);
   $("summary").append(h("div", {class: "banner bad", text: "The report could not be drawn: " + err.message}));
 });
-"""

@@ -1,9 +1,7 @@
-"""The page's script, part 2: the summary (each run's identity, settings, means with intervals,
-verdict counts; a comparison's paired differences) and a histogram of each score, ConSens's with its
-verdict bands. Inline SVG drawn with ``createElementNS``; clicking a bar filters the table to it.
-"""
-
-SCRIPT_SUMMARY = r"""
+/* The page's script, part 2 of 3 (after row.js, whose helpers it uses): the summary (each run's
+identity, settings, means with intervals, verdict counts; a comparison's paired differences) and a
+histogram of each score, ConSens's with its verdict bands. Inline SVG drawn with createElementNS;
+clicking a bar filters the table to it. */
 // ---------------------------------------------------------------------------------- summary
 function statusPill(run) {
   return h("span", {class: "pill " + run.status, text: run.status});
@@ -253,4 +251,3 @@ function renderHistograms() {
   if (!META.scores.length) $("hists").replaceChildren(h("p", {class: "muted", text: "No scores."}));
 }
 
-"""
