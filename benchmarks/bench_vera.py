@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from ragsense.data import RagRow
 from ragsense.experiments._vera import squad_items
 from ragsense.models import load_model
+from ragsense.rag import answer_function
 from ragsense.vera import VeraEvaluation, VeraEvaluator, VeraSettings
 
 
@@ -79,9 +80,7 @@ def main() -> None:
     seconds = _timed(lambda: vera.enhance_sync(rows))[0]
     figures["enhance"] = _report("enhance (no cache, edits the given answer)", seconds, n, raw_s)
 
-    from ragsense.cli._vera import answer_fn
-
-    generate = answer_fn(args.model)
+    generate = answer_function(model)  # the judge model answers too, as `vera enhance --generator`
     seconds = _timed(lambda: vera.enhance_sync(rows, generate))[0]
     figures["enhance_regenerate"] = _report("enhance (no cache, regenerates from C')", seconds, n, raw_s)
 
