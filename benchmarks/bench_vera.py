@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from ragsense.data import RagRow
 from ragsense.experiments._vera import squad_items
 from ragsense.models import load_model
-from ragsense.vera import Vera, VeraEvaluation
+from ragsense.rag import answer_function
+from ragsense.vera import VeraEvaluation, VeraEvaluator, VeraSettings
 
 
 def _timed(fn: Any) -> tuple[float, Any]:
@@ -65,7 +66,7 @@ def main() -> None:
     print(f"raw forward pass over the row: {raw_s:.3f} s/row (= 1.00)")
     figures: dict[str, Any] = {"rows": n, "model": args.model, "raw_s_per_row": round(raw_s, 4)}
 
-    vera = Vera(model, cache=False)
+    vera = VeraEvaluator(model, VeraSettings(cache=False))
     seconds, evaluated = _timed(lambda: vera.evaluate_sync(rows))
     ok = [r for r in evaluated if isinstance(r, VeraEvaluation)]
     items_per_row = sum(1 + len(r.context.decisions) + 2 * len(r.relevance.decisions) for r in ok) / max(
@@ -79,9 +80,7 @@ def main() -> None:
     seconds = _timed(lambda: vera.enhance_sync(rows))[0]
     figures["enhance"] = _report("enhance (no cache, edits the given answer)", seconds, n, raw_s)
 
-    from ragsense.cli._vera import answer_fn
-
-    generate = answer_fn(args.model)
+    generate = answer_function(model)  # the judge model answers too, as `vera enhance --generator`
     seconds = _timed(lambda: vera.enhance_sync(rows, generate))[0]
     figures["enhance_regenerate"] = _report("enhance (no cache, regenerates from C')", seconds, n, raw_s)
 
@@ -126,9 +125,9 @@ def main() -> None:
     }
 
     with tempfile.TemporaryDirectory() as tmp:
-        cached = Vera(model, cache_dir=tmp)
+        cached = VeraEvaluator(model, VeraSettings(cache_dir=tmp))
         cached.evaluate_sync(rows)
-        again = Vera(model, cache_dir=tmp)
+        again = VeraEvaluator(model, VeraSettings(cache_dir=tmp))
         seconds = _timed(lambda: again.evaluate_sync(rows))[0]
     figures["evaluate_cached"] = _report("evaluate (warm judge cache)", seconds, n, raw_s)
     print(json.dumps(figures, sort_keys=True))

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 import ragsense.experiments._vera as module
-from ragsense.experiments._vera import vera_squad, vera_wikieval
+from ragsense.experiments._vera import vera_squad
+from ragsense.experiments._vera_wikieval import vera_wikieval
 from ragsense.models import load_model
-from ragsense.vera import Vera
+from ragsense.vera import VeraEvaluator
 
 KEPT = "kept from the earlier run"
 
@@ -99,7 +100,7 @@ def test_vera_squad_keeps_each_records_keys_and_marks_failed_parts(shared_data: 
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(module, "_figures", spy)
-        patch.setattr(Vera, "enhance", fail)
+        patch.setattr(VeraEvaluator, "enhance", fail)
         figures = vera_squad(
             load_model("fake"),
             data=str(shared_data / "squad_v2"),
@@ -172,7 +173,7 @@ def test_vera_wikieval_adherence_only_keeps_what_every_figure_is_recomputed_from
     assert "4 questions; dev = questions 0-23" in out and "chosen on dev" in out
     summary = json.loads(out.strip().splitlines()[-1])
     # The experiment's own figure (VERA's adherence aggregation) and the script's recomputation agree.
-    from ragsense.vera._vera import ADHERENCE_AGGREGATION
+    from ragsense.vera import ADHERENCE_AGGREGATION
 
     default = f"consens {ADHERENCE_AGGREGATION} share"
     assert summary["measured"][default]["all"]["pairwise"] == figures["adherence_consens_pairwise"]

@@ -19,9 +19,10 @@ from ragsense.vera import (
     RESPONSE_ADHERENCE,
     AdherenceInput,
     LabelJudge,
-    Vera,
     VeraEnhancement,
     VeraEvaluation,
+    VeraEvaluator,
+    VeraSettings,
     Verdict,
     decide_label,
     label_probabilities,
@@ -129,7 +130,7 @@ def test_calibration_uses_the_same_rule_for_the_prior() -> None:
     judge = LabelJudge(Tokenising(), label_scoring="mean", calibrate=True)
     [v] = asyncio.run(judge.judge(RESPONSE_ADHERENCE, [ADHERENCE_ITEM]))
     prior = {k.strip(): t for k, t in PRIOR_TABLE.items()}
-    assert judge._priors[RESPONSE_ADHERENCE.name] == {k: pytest.approx(t) for k, t in prior.items()}
+    assert judge.known_prior(RESPONSE_ADHERENCE) == {k: pytest.approx(t) for k, t in prior.items()}
     assert v.token_logprobs is not None
     expected = label_probabilities(RESPONSE_ADHERENCE.labels, v.token_logprobs, "mean", prior)
     assert v.probabilities == pytest.approx(expected)
@@ -225,7 +226,7 @@ class SplitVote:
 
 
 def test_judge_signal_keeps_a_statement_whose_grounded_labels_outweigh_unsupported() -> None:
-    [ev] = Vera(SplitVote(), adherence_signal="judge").evaluate_sync([ROW])
+    [ev] = VeraEvaluator(SplitVote(), VeraSettings(adherence_signal="judge")).evaluate_sync([ROW])
     assert isinstance(ev, VeraEvaluation)
     first, second = ev.adherence.decisions
     assert first.keep and first.label == "stated" and first.grounded_probability == pytest.approx(0.6)
@@ -234,7 +235,7 @@ def test_judge_signal_keeps_a_statement_whose_grounded_labels_outweigh_unsupport
 
 
 def test_enhance_removes_unsupported_statements_and_says_so() -> None:
-    [en] = Vera(SplitVote(), adherence_signal="judge").enhance_sync([ROW])
+    [en] = VeraEvaluator(SplitVote(), VeraSettings(adherence_signal="judge")).enhance_sync([ROW])
     assert isinstance(en, VeraEnhancement) and en.adherence is not None
     assert en.answer == "The Orvel bridge opened in 1891."
     assert "statement 1 removed: unsupported and no correction" in en.adherence.notes
@@ -242,7 +243,9 @@ def test_enhance_removes_unsupported_statements_and_says_so() -> None:
 
 def test_adherence_decisions_record_consens_under_every_aggregation_and_the_token_logprobs() -> None:
     fake = load_model("fake")
-    vera = Vera(LabelJudge(Tokenising()), adherence_signal="combined", consens_model=fake)
+    vera = VeraEvaluator(
+        LabelJudge(Tokenising()), VeraSettings(adherence_signal="combined", consens_model=fake)
+    )
     [ev] = vera.evaluate_sync([ROW])
     assert isinstance(ev, VeraEvaluation)
     for d in ev.adherence.decisions:
@@ -252,7 +255,9 @@ def test_adherence_decisions_record_consens_under_every_aggregation_and_the_toke
         )
         assert d.consens is not None and d.consens in d.consens_by_aggregation.values()
         assert d.consens_word_nll and all(len(pair) == 2 for pair in d.consens_word_nll)
-    [judge_only] = Vera(LabelJudge(Tokenising()), adherence_signal="judge").evaluate_sync([ROW])
+    [judge_only] = VeraEvaluator(
+        LabelJudge(Tokenising()), VeraSettings(adherence_signal="judge")
+    ).evaluate_sync([ROW])
     assert isinstance(judge_only, VeraEvaluation)
     assert all(d.consens_by_aggregation is None for d in judge_only.adherence.decisions)
 

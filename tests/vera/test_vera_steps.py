@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,16 +20,21 @@ from ragsense.vera import (
     JudgeFailure,
     JudgePrompt,
     SplitInput,
-    Vera,
     VeraEnhancement,
     VeraEvaluation,
+    VeraEvaluator,
     VeraPipeline,
+    VeraSettings,
     Verdict,
 )
 
 Rule = Callable[[BaseModel], Verdict]
-# These tests script the judge's adherence labels: they use the judge signal, not the default ConSens.
-JudgeVera = functools.partial(Vera, adherence_signal="judge")
+
+
+def judge_vera(judge: Any, **settings: Any) -> VeraEvaluator:
+    """These tests script the judge's adherence labels: they use the judge signal, not the default
+    ConSens, unless a test says otherwise."""
+    return VeraEvaluator(judge, VeraSettings(**{"adherence_signal": "judge", **settings}))
 
 
 class ScriptedJudge:
@@ -109,7 +113,7 @@ ROW = RagRow(
 
 def test_evaluate_scores_and_decisions() -> None:
     judge = ScriptedJudge(keyword_rules())
-    [ev] = JudgeVera(judge).evaluate_sync([ROW])
+    [ev] = judge_vera(judge).evaluate_sync([ROW])
     assert isinstance(ev, VeraEvaluation)
     kept = [d.text for d in ev.context.decisions if d.keep]
     assert kept == ["It was designed by Mara Quint."]
@@ -131,7 +135,7 @@ def test_evaluate_scores_and_decisions() -> None:
 def test_evaluate_batches_one_judge_call_per_prompt() -> None:
     judge = ScriptedJudge(keyword_rules())
     rows = [ROW, ROW.model_copy(update={"id": "r2"}), ROW.model_copy(update={"id": "r3"})]
-    results = JudgeVera(judge).evaluate_sync(rows)
+    results = judge_vera(judge).evaluate_sync(rows)
     assert all(isinstance(r, VeraEvaluation) for r in results)
     names = sorted(name for name, _ in judge.calls)
     assert names == sorted(
@@ -141,7 +145,7 @@ def test_evaluate_batches_one_judge_call_per_prompt() -> None:
 
 
 def test_enhance_trims_context_and_answer() -> None:
-    [en] = JudgeVera(ScriptedJudge(keyword_rules())).enhance_sync([ROW])
+    [en] = judge_vera(ScriptedJudge(keyword_rules())).enhance_sync([ROW])
     assert isinstance(en, VeraEnhancement)
     assert en.contexts == ["It was designed by Mara Quint.", ""]
     assert en.answer == "Mara Quint designed the bridge."
@@ -155,7 +159,7 @@ def test_enhance_keeps_original_text_between_adjacent_sentences() -> None:
         update={"contexts": ["Mara Quint was born in Tessaly.  She designed the bridge.\nSlate."]}
     )
     rules = keyword_rules(relevant_words=("Quint", "designed"))
-    [en] = JudgeVera(ScriptedJudge(rules)).enhance_sync([row])
+    [en] = judge_vera(ScriptedJudge(rules)).enhance_sync([row])
     assert isinstance(en, VeraEnhancement)
     assert en.contexts == ["Mara Quint was born in Tessaly.  She designed the bridge."]
 
@@ -163,7 +167,7 @@ def test_enhance_keeps_original_text_between_adjacent_sentences() -> None:
 def test_enhance_refuses_when_no_context_is_relevant() -> None:
     row = ROW.model_copy(update={"question": "What colour is slate?"})
     rules = keyword_rules(relevant_words=("nothing matches",))
-    [en] = JudgeVera(ScriptedJudge(rules)).enhance_sync([row])
+    [en] = judge_vera(ScriptedJudge(rules)).enhance_sync([row])
     assert isinstance(en, VeraEnhancement)
     assert en.refused and en.answer == REFUSAL and en.refusal == REFUSAL
     assert en.context.score == 0.0
@@ -173,7 +177,7 @@ def test_enhance_refuses_when_no_context_is_relevant() -> None:
 
 def test_enhance_refuses_when_no_statement_survives() -> None:
     row = ROW.model_copy(update={"answer": "Goats are mammals."})
-    [en] = JudgeVera(ScriptedJudge(keyword_rules())).enhance_sync([row])
+    [en] = judge_vera(ScriptedJudge(keyword_rules())).enhance_sync([row])
     assert isinstance(en, VeraEnhancement)
     assert en.refused and en.answer == REFUSAL
     assert en.relevance is not None and en.relevance.score == 0.0
@@ -184,7 +188,7 @@ def test_enhance_uses_the_judges_correction() -> None:
     rules = keyword_rules(
         relevant_words=("Quint", "designed"), correction="The bridge was designed by Mara Quint."
     )
-    [en] = JudgeVera(ScriptedJudge(rules)).enhance_sync([row])
+    [en] = judge_vera(ScriptedJudge(rules)).enhance_sync([row])
     assert isinstance(en, VeraEnhancement)
     assert en.answer == "The bridge was designed by Mara Quint."
     assert en.adherence is not None and en.adherence.score == 0.0
@@ -200,7 +204,7 @@ def test_enhance_regenerates_from_edited_context() -> None:
         seen.extend(documents)
         return ["Mara Quint." for _ in questions]
 
-    [en] = JudgeVera(ScriptedJudge(keyword_rules())).enhance_sync(
+    [en] = judge_vera(ScriptedJudge(keyword_rules())).enhance_sync(
         [ROW.model_copy(update={"answer": ""})], generate
     )
     assert isinstance(en, VeraEnhancement)
@@ -217,7 +221,7 @@ def test_retrieval_not_required_answers_without_documents() -> None:
 
     row = RagRow(id="m", question="What is 12 times 7?", contexts=["Slate is grey."], answer="")
     rules = keyword_rules(relevant_words=("84",))
-    [en] = JudgeVera(ScriptedJudge(rules)).enhance_sync([row], generate)
+    [en] = judge_vera(ScriptedJudge(rules)).enhance_sync([row], generate)
     assert isinstance(en, VeraEnhancement)
     assert asked == [[]]
     assert en.retrieval is not None and not en.retrieval.required
@@ -236,7 +240,7 @@ def test_judge_failure_marks_only_its_row() -> None:
 
     rules[CONTEXT_RELEVANCE.name] = flaky
     bad = ROW.model_copy(update={"id": "bad", "question": "Who designed the broken Orvel bridge?"})
-    results = JudgeVera(ScriptedJudge(rules)).evaluate_sync([ROW, bad, ROW])
+    results = judge_vera(ScriptedJudge(rules)).evaluate_sync([ROW, bad, ROW])
     assert isinstance(results[0], VeraEvaluation) and isinstance(results[2], VeraEvaluation)
     assert isinstance(results[1], JudgeFailure)
     message = str(results[1])
@@ -253,7 +257,7 @@ def test_judge_failure_marks_only_its_row() -> None:
     ],
 )
 def test_bad_rows_get_errors_naming_the_field(update: dict[str, Any], field: str) -> None:
-    results = JudgeVera(ScriptedJudge(keyword_rules())).evaluate_sync(
+    results = judge_vera(ScriptedJudge(keyword_rules())).evaluate_sync(
         [ROW, ROW.model_copy(update=update), ROW]
     )
     assert isinstance(results[0], VeraEvaluation) and isinstance(results[2], VeraEvaluation)
@@ -264,7 +268,7 @@ def test_bad_rows_get_errors_naming_the_field(update: dict[str, Any], field: str
 def test_one_huge_sentence_is_cut_into_flagged_pieces() -> None:
     huge = "Mara Quint designed " + ", ".join(f"part {i} of the Orvel bridge" for i in range(400)) + "."
     row = ROW.model_copy(update={"contexts": [huge], "answer": "Mara Quint, " + "very " * 300 + "clearly."})
-    [ev] = JudgeVera(ScriptedJudge(keyword_rules())).evaluate_sync([row])
+    [ev] = judge_vera(ScriptedJudge(keyword_rules())).evaluate_sync([row])
     assert isinstance(ev, VeraEvaluation)
     assert len(ev.context.decisions) > 10 and all(d.forced_split for d in ev.context.decisions)
     assert all(len(d.text) <= 600 for d in ev.context.decisions)
@@ -280,7 +284,7 @@ def test_judge_splitter_and_fallback() -> None:
     judge = ScriptedJudge(keyword_rules(), splitter=split)
     row = ROW.model_copy(update={"answer": "Mara Quint did, and goats are mammals."})
     failing = row.model_copy(update={"id": "f", "question": "Who designed it? fail"})
-    ok, fallback = JudgeVera(judge).evaluate_sync([row, failing])
+    ok, fallback = judge_vera(judge).evaluate_sync([row, failing])
     assert isinstance(ok, VeraEvaluation) and isinstance(fallback, VeraEvaluation)
     assert ok.splitter == "judge"
     assert [d.text for d in ok.relevance.decisions] == [
@@ -293,7 +297,7 @@ def test_judge_splitter_and_fallback() -> None:
 
 def test_judge_splitter_needs_a_capable_judge() -> None:
     with pytest.raises(ParameterError, match="splitter"):
-        JudgeVera(ScriptedJudge(keyword_rules()), splitter="judge")
+        judge_vera(ScriptedJudge(keyword_rules()), splitter="judge")
 
 
 def test_consens_and_combined_adherence_signals() -> None:
@@ -301,7 +305,7 @@ def test_consens_and_combined_adherence_signals() -> None:
 
     fake = load_model("fake")  # its log-probs favour words seen in the prompt
     row = ROW.model_copy(update={"answer": "Mara Quint designed it. Zebras juggle flaming torches."})
-    [ev] = JudgeVera(
+    [ev] = judge_vera(
         ScriptedJudge(keyword_rules()), adherence_signal="consens", consens_model=fake
     ).evaluate_sync([row])
     assert isinstance(ev, VeraEvaluation)
@@ -309,8 +313,8 @@ def test_consens_and_combined_adherence_signals() -> None:
     assert first.consens is not None and second.consens is not None and first.consens > second.consens
     assert first.keep and not second.keep and ev.response_adherence == 0.5
     assert first.label == "grounded" and second.label == "unsupported"
-    [combined] = Vera(
-        ScriptedJudge(keyword_rules()), adherence_signal="combined", consens_model=fake
+    [combined] = VeraEvaluator(
+        ScriptedJudge(keyword_rules()), VeraSettings(adherence_signal="combined", consens_model=fake)
     ).evaluate_sync([row])
     assert isinstance(combined, VeraEvaluation)
     p = combined.adherence.decisions[0].grounded_probability
@@ -327,7 +331,7 @@ def test_pipeline_wraps_a_retriever_and_generator() -> None:
         retrieved.extend(questions)
         return [[CONTEXT] for _ in questions]
 
-    pipeline = VeraPipeline(retrieve, generate, JudgeVera(ScriptedJudge(keyword_rules())))
+    pipeline = VeraPipeline(retrieve, generate, judge_vera(ScriptedJudge(keyword_rules())))
     bridge, maths = asyncio.run(pipeline.answer(["Who designed the Orvel bridge?", "What is 12 times 7?"]))
     assert retrieved == ["Who designed the Orvel bridge?"]  # the retrieval check skipped the sum
     assert (
@@ -341,9 +345,9 @@ def test_pipeline_wraps_a_retriever_and_generator() -> None:
 
 def test_parameter_errors() -> None:
     with pytest.raises(ParameterError, match="adherence_signal"):
-        JudgeVera(ScriptedJudge(keyword_rules()), adherence_signal="vibes")
+        judge_vera(ScriptedJudge(keyword_rules()), adherence_signal="vibes")
     with pytest.raises(ParameterError, match="consens_threshold"):
-        JudgeVera(ScriptedJudge(keyword_rules()), consens_threshold=2.0)
+        judge_vera(ScriptedJudge(keyword_rules()), consens_threshold=2.0)
 
 
 def test_adherence_context_is_cut_to_the_judge_window_and_flagged() -> None:
@@ -352,7 +356,7 @@ def test_adherence_context_is_cut_to_the_judge_window_and_flagged() -> None:
     judge = load_model("fake", context_window=400)  # the adherence prompt alone is ~250 fake tokens
     context = " ".join(f"Fact number {i} is about the Orvel bridge." for i in range(60))
     row = ROW.model_copy(update={"contexts": [context], "answer": "Mara Quint designed it."})
-    [ev] = JudgeVera(judge, cache=False).evaluate_sync([row])
+    [ev] = judge_vera(judge, cache=False).evaluate_sync([row])
     assert isinstance(ev, VeraEvaluation)
     assert ev.adherence.notes and "cut to its first" in ev.adherence.notes[0]
     assert ev.response_adherence is not None

@@ -20,7 +20,7 @@ _TARGETS = {
     "consens-faithbench": "ragsense.experiments._faithbench:consens_faithbench",
     "correctness-squad": "ragsense.experiments._correctness:correctness_squad",
     "vera-squad": "ragsense.experiments._vera:vera_squad",
-    "vera-wikieval": "ragsense.experiments._vera:vera_wikieval",
+    "vera-wikieval": "ragsense.experiments._vera_wikieval:vera_wikieval",
 }
 
 

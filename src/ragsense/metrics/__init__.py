@@ -24,7 +24,7 @@ from ragsense.metrics._correctness import (
     references,
 )
 from ragsense.metrics._similarity import Similarity
-from ragsense.metrics._vera import ENHANCE_FIELDS, VERA_FIELDS, Vera, VeraEnhance
+from ragsense.vera import ENHANCE_FIELDS, VERA_FIELDS, Vera, VeraEnhance
 
 __all__ = [
     "ATTRIBUTION_FIELDS",

@@ -1,8 +1,11 @@
 """VERA: evaluate and enhance the retrieved context and the generated answer (Birur et al.).
 
->>> from ragsense.vera import Vera
+:class:`Vera` is the metric (``ragsense.evaluate(data, [Vera(judge=...)])``), :class:`VeraEnhance` its
+enhance step; :class:`VeraEvaluator` runs the steps directly, configured by :class:`VeraSettings`.
+
+>>> from ragsense.vera import VeraEvaluator, VeraSettings
 >>> from ragsense.data import RagRow
->>> vera = Vera("fake", cache=False)
+>>> vera = VeraEvaluator("fake", VeraSettings(cache=False))
 >>> row = RagRow(id="1", question="Who designed the Orvel bridge?",
 ...              contexts=["The Orvel bridge was designed by Mara Quint."], answer="Mara Quint.")
 >>> [result] = vera.enhance_sync([row])
@@ -10,24 +13,9 @@
 True
 """
 
-from ragsense.vera._judge import (
-    DEFAULT_LABEL_SCORING,
-    JUDGE_MODES,
-    LABEL_SCORINGS,
-    PROMPT_FORMATS,
-    ChatJudge,
-    Judge,
-    JudgeMode,
-    LabelJudge,
-    LabelScoring,
-    PromptFormat,
-    Verdict,
-    decide_label,
-    label_probabilities,
-    label_scores,
-    make_judge,
-    score_choices,
-)
+from ragsense.vera._enhance import AnswerFn
+from ragsense.vera._evaluator import VeraEvaluator
+from ragsense.vera._metric import ENHANCE_FIELDS, VERA_FIELDS, Vera, VeraEnhance
 from ragsense.vera._pipeline import Retriever, VeraAnswer, VeraPipeline
 from ragsense.vera._prompts import (
     CONTEXT_RELEVANCE,
@@ -54,24 +42,44 @@ from ragsense.vera._results import (
     VeraEnhancement,
     VeraEvaluation,
 )
-from ragsense.vera._vera import (
+from ragsense.vera._settings import (
     ADHERENCE_SIGNALS,
     DEFAULT_ADHERENCE_SIGNAL,
     SCORED_STEPS,
     SPLITTERS,
     AdherenceSignal,
-    AnswerFn,
-    JudgeFailure,
     SplitterMode,
-    Vera,
+    VeraSettings,
     default_cache_dir,
+)
+from ragsense.vera._signals import ADHERENCE_AGGREGATION
+from ragsense.vera._steps import JudgeFailure
+from ragsense.vera.judges import (
+    DEFAULT_LABEL_SCORING,
+    JUDGE_MODES,
+    LABEL_SCORINGS,
+    PROMPT_FORMATS,
+    ChatJudge,
+    Judge,
+    JudgeMode,
+    LabelJudge,
+    LabelScoring,
+    PromptFormat,
+    Verdict,
+    decide_label,
+    label_probabilities,
+    label_scores,
+    make_judge,
+    score_choices,
 )
 
 __all__ = [
+    "ADHERENCE_AGGREGATION",
     "ADHERENCE_SIGNALS",
     "CONTEXT_RELEVANCE",
     "DEFAULT_ADHERENCE_SIGNAL",
     "DEFAULT_LABEL_SCORING",
+    "ENHANCE_FIELDS",
     "JUDGE_MODES",
     "LABEL_SCORINGS",
     "PROMPTS",
@@ -83,6 +91,7 @@ __all__ = [
     "SPLITTERS",
     "SPLIT_STATEMENTS",
     "STATEMENT_RELEVANCE",
+    "VERA_FIELDS",
     "AdherenceInput",
     "AdherenceSignal",
     "AnswerFn",
@@ -108,9 +117,12 @@ __all__ = [
     "StepResult",
     "Vera",
     "VeraAnswer",
+    "VeraEnhance",
     "VeraEnhancement",
     "VeraEvaluation",
+    "VeraEvaluator",
     "VeraPipeline",
+    "VeraSettings",
     "Verdict",
     "decide_label",
     "default_cache_dir",

@@ -9,8 +9,10 @@ from typing import Any
 from ragsense._async import run_sync
 from ragsense.data import RagRow
 from ragsense.rag import NaiveRagPipeline, RetrievedDocument, first_line
+from ragsense.vera._enhance import AnswerFn
+from ragsense.vera._evaluator import VeraEvaluator
 from ragsense.vera._results import RetrievalCheck, VeraEnhancement
-from ragsense.vera._vera import AnswerFn, JudgeFailure, Vera
+from ragsense.vera._steps import JudgeFailure
 
 Retriever = Callable[[list[str]], list[list[str]]]
 """Documents (best first) for each question: ``retrieve(questions)``."""
@@ -66,12 +68,12 @@ class VeraPipeline:
     ``retrieve`` maps questions to documents; ``generate`` answers questions from documents (both
     batched). :meth:`from_naive` wraps ragsense's own :class:`~ragsense.rag.NaiveRagPipeline`.
 
-    >>> from ragsense.vera import REFUSAL, Vera
+    >>> from ragsense.vera import REFUSAL, VeraEvaluator, VeraSettings
     >>> async def generate(questions, documents):
     ...     return ["Mara Quint." for _ in questions]
     >>> pipeline = VeraPipeline(
     ...     lambda qs: [["The Orvel bridge was designed by Mara Quint."] for _ in qs],
-    ...     generate, Vera("fake", cache=False, check_retrieval=False))
+    ...     generate, VeraEvaluator("fake", VeraSettings(cache=False, check_retrieval=False)))
     >>> [a] = pipeline.answer_sync(["Who designed the Orvel bridge?"])
     >>> a.retrieved  # the fake judge finds the sentence irrelevant, so VERA refuses
     ['The Orvel bridge was designed by Mara Quint.']
@@ -79,13 +81,13 @@ class VeraPipeline:
     (True, True)
     """
 
-    def __init__(self, retrieve: Retriever, generate: AnswerFn, vera: Vera) -> None:
+    def __init__(self, retrieve: Retriever, generate: AnswerFn, vera: VeraEvaluator) -> None:
         self.retrieve = retrieve
         self.generate = generate
         self.vera = vera
 
     @classmethod
-    def from_naive(cls, pipeline: NaiveRagPipeline, vera: Vera) -> VeraPipeline:
+    def from_naive(cls, pipeline: NaiveRagPipeline, vera: VeraEvaluator) -> VeraPipeline:
         """VERA around a :class:`~ragsense.rag.NaiveRagPipeline` (its retriever, prompt and generator)."""
 
         def retrieve(questions: list[str]) -> list[list[str]]:
@@ -105,7 +107,7 @@ class VeraPipeline:
         """Run every question through check, retrieval, trimming, generation and answer editing."""
         questions = list(questions)
         checks: list[RetrievalCheck | Exception | None] = [None] * len(questions)
-        if self.vera.check_retrieval:
+        if self.vera.settings.check_retrieval:
             checks = list(await self.vera.check_retrieval_need(questions))
         needs = [not isinstance(c, RetrievalCheck) or c.required for c in checks]
         wanted = [q for q, need in zip(questions, needs, strict=True) if need]
