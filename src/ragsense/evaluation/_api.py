@@ -229,7 +229,9 @@ def evaluate(
     ``ragsense[ray]``; docs/cluster.md): ``data`` may then be a file, folder or prefix on any filesystem
     Ray reads (``s3://...``), ``output`` is a folder of Parquet (or JSONL) shards, and the rows are
     those a single-process run gives, bit for bit on CPU. Metrics travel to the workers unset-up, so
-    give them model names rather than loaded models; ``pool`` is for the local engine only.
+    give them model names rather than loaded models; ``pool`` is for the local engine only. Any
+    :class:`~ragsense.evaluation.engines.Engine` (an object with ``run`` and ``arun`` taking an
+    :class:`~ragsense.evaluation.engines.EvaluateRequest`) may be given as ``engine``.
 
     >>> run = evaluate([{"question": "Who wrote Hamlet?", "contexts": ["Hamlet is by Shakespeare."],
     ...                  "answer": "Shakespeare wrote it."}, {"question": "Q?", "contexts": ["C."]}],

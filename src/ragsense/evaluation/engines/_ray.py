@@ -3,6 +3,8 @@
 The driver (the process that calls ``evaluate``) and the workers split the work so that no metric runs
 anywhere but in the spine's runner:
 
+0. **Claim.** The output folder is locked and checked as a local run's file is
+   (:func:`~ragsense.evaluation._outputs.claim_output`) before Ray starts or a row is read.
 1. **Ray.** Connect to ``address`` (``auto``, ``HOST:PORT``, ``ray://HOST:10001``), or start a local Ray
    on this machine (``ray.init(address="local")``, never someone else's running cluster).
 2. **Read.** Ray Data reads the input files (a file, a folder or a prefix, on any filesystem Ray reads:
@@ -21,7 +23,8 @@ anywhere but in the spine's runner:
    (``max_restarts=-1``, ``max_task_retries=-1``: its defaults).
 5. **Write.** The driver writes each shard file as its result arrives (aside, then moved into place) and
    adds its rows to the run store; a shard that arrived twice (a retry) is written once.
-6. **Finish.** Every row in input order, an :class:`Evaluation`, the summary in the run store.
+6. **Finish.** Every row in input order, an :class:`Evaluation`, the summary in the run store: the
+   run is kept there by :class:`~ragsense.evaluation._recording.Recording`, as a local run is.
 """
 
 from __future__ import annotations
