@@ -25,7 +25,7 @@ import torch
 from ragsense import evaluate
 from ragsense.data import read_rows, sample_rows_path
 from ragsense.evaluation import Evaluation, RayEngine, read_shards
-from ragsense.evaluation._shards import MANIFEST
+from ragsense.evaluation.engines._shards import MANIFEST
 from ragsense.runs import RunStore
 
 from ._helpers import LocalRayCluster, kill_all, processes_with

@@ -18,10 +18,12 @@ from ragsense.cli import main
 from ragsense.data import RowError, parse_rows, read_rows, sample_rows_path, write_csv, write_parquet
 from ragsense.errors import BackendUnavailableError, InputError, ParameterError
 from ragsense.evaluation import RayEngine, read_shards
-from ragsense.evaluation._ray_engine import _prepare, ray_engine_of, require_ray
-from ragsense.evaluation._ray_worker import ShardScorer
+from ragsense.evaluation._api import engine_of
 from ragsense.evaluation._runner import with_fingerprint
-from ragsense.evaluation._shards import (
+from ragsense.evaluation.engines import LocalEngine, require_ray
+from ragsense.evaluation.engines._ray import _prepare
+from ragsense.evaluation.engines._ray_worker import ShardScorer
+from ragsense.evaluation.engines._shards import (
     MANIFEST,
     Manifest,
     ShardFolder,
@@ -277,10 +279,11 @@ def test_worker_scores_as_evaluate_does() -> None:
 
 
 def test_engine_settings() -> None:
-    assert ray_engine_of("local") is None
-    assert ray_engine_of("ray") == RayEngine()
+    assert engine_of("local") == LocalEngine()
+    assert engine_of("ray") == RayEngine()
+    assert engine_of(RayEngine(workers=3)) == RayEngine(workers=3)
     with pytest.raises(ParameterError, match="engine"):
-        ray_engine_of("spark")  # type: ignore[arg-type]
+        engine_of("spark")  # type: ignore[arg-type]
     with pytest.raises(ParameterError, match="shard_format"):
         RayEngine(shard_format="csv")  # type: ignore[arg-type]
     with pytest.raises(ParameterError, match="pool"):
@@ -336,7 +339,7 @@ def test_a_local_ray_sends_no_usage_statistics_and_listens_on_loopback(
 ) -> None:
     # Issue 25: Ray collects usage statistics by default and its local processes listened on every
     # interface.
-    from ragsense.evaluation._ray_engine import _session
+    from ragsense.evaluation.engines._ray import _session
 
     monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
     ray = _FakeRay()

@@ -10,14 +10,14 @@ from ragsense.cli._run import Columns, add_run_options, error_text, fmt, questio
 from ragsense.errors import ParameterError
 from ragsense.evaluation import (
     DEFAULT_METRICS,
-    Engine,
+    EngineSpec,
     Metric,
     RayEngine,
     available_metrics,
     create_metric,
     resolve_metrics,
 )
-from ragsense.evaluation._ray_engine import require_ray
+from ragsense.evaluation.engines import require_ray
 
 
 def add_parser(sub: Any) -> None:
@@ -144,7 +144,7 @@ def _columns(metrics: list[Metric]) -> Columns:
     return columns
 
 
-def engine_from_args(args: argparse.Namespace) -> Engine:
+def engine_from_args(args: argparse.Namespace) -> EngineSpec:
     """``local``, or the :class:`RayEngine` the Ray flags describe (checked before anything loads)."""
     ray_only = {
         "--address": args.address is not None,

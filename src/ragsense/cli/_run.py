@@ -25,7 +25,7 @@ from ragsense.cli._common import add_model_options
 from ragsense.data import sample_rows_path
 from ragsense.evaluation import (
     DEFAULT_CHUNK_SIZE,
-    Engine,
+    EngineSpec,
     Evaluation,
     Metric,
     RowOutcome,
@@ -219,7 +219,7 @@ def run_command(
     shape: Shape | None = None,
     stdout_default: bool = False,
     extra_lines: Callable[[Evaluation], list[str]] | None = None,
-    engine: Engine = "local",
+    engine: EngineSpec = "local",
 ) -> int:
     """Run ``metrics`` over the command's input through the spine; print the table and the summary.
     ``engine``: where the rows are scored (``evaluate``'s ``engine``; ``-o`` is then a folder)."""

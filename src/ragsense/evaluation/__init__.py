@@ -1,4 +1,5 @@
-"""The evaluation spine: one ``Metric`` contract, one runner, one way to evaluate with every metric.
+"""The evaluation spine: one ``Metric`` contract, one runner, one way to evaluate with every metric,
+on the engine asked for (:mod:`ragsense.evaluation.engines`: this process or a Ray cluster).
 
 >>> from ragsense.evaluation import evaluate
 >>> run = evaluate([{"question": "Who designs proteins?",
@@ -18,7 +19,7 @@ from ragsense.contract import (
     RunItem,
     Step,
 )
-from ragsense.evaluation._api import DEFAULT_CHUNK_SIZE, aevaluate, evaluate
+from ragsense.evaluation._api import aevaluate, evaluate
 from ragsense.evaluation._evaluation import (
     Evaluation,
     MetricInfo,
@@ -30,7 +31,6 @@ from ragsense.evaluation._evaluation import (
 )
 from ragsense.evaluation._inputs import Data, rows_from
 from ragsense.evaluation._outputs import OUTPUT_SUFFIXES, check_output, save_rows, working_file
-from ragsense.evaluation._ray_engine import Engine, RayEngine
 from ragsense.evaluation._registry import (
     DEFAULT_METRICS,
     ENTRY_POINT_GROUP,
@@ -39,7 +39,15 @@ from ragsense.evaluation._registry import (
     resolve_metrics,
 )
 from ragsense.evaluation._runner import ResultCountError, RunStats, Shape, run_rows
-from ragsense.evaluation._shards import read_shards
+from ragsense.evaluation.engines import (
+    DEFAULT_CHUNK_SIZE,
+    Engine,
+    EngineSpec,
+    EvaluateRequest,
+    LocalEngine,
+    RayEngine,
+    read_shards,
+)
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -50,8 +58,11 @@ __all__ = [
     "ROW_FIELDS",
     "Data",
     "Engine",
+    "EngineSpec",
     "ErrorRecord",
+    "EvaluateRequest",
     "Evaluation",
+    "LocalEngine",
     "Metric",
     "MetricInfo",
     "MetricSummary",

@@ -47,6 +47,25 @@ class MetricInfo:
             values if metric.verdict is not None else (),
         )
 
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> MetricInfo:
+        """The info :meth:`to_dict` gave (as a Ray worker sends it, or a shard folder keeps it).
+
+        >>> info = MetricInfo("consens", ("consens",), ("consens",), None, {"k": 1})
+        >>> MetricInfo.from_dict(info.to_dict()) == info
+        True
+        """
+        return cls(
+            name=str(raw["name"]),
+            fields=tuple(raw["fields"]),
+            scores=tuple(raw["scores"]),
+            verdict=raw.get("verdict"),
+            settings=dict(raw["settings"]),
+            models=dict(raw.get("models", {})),
+            # Every declared verdict, so the summary's shares list the ones no row got, too.
+            verdict_values=tuple(raw.get("verdict_values", ())),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, as the run store keeps it."""
         return {

@@ -7,6 +7,10 @@ file.
 
 While a run writes an output it holds ``OUT.lock`` beside it (:func:`output_lock`), so a second run
 onto the same output is refused instead of interleaving its rows with the first one's.
+
+:func:`claim_output` is the one place where a run takes its output: the lock, then the check that an
+existing output is resumed or replaced only when asked (:func:`check_free`), for a local run's file
+(:class:`OutputFile`) and a Ray run's shard folder alike.
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ import os
 import socket
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ragsense.data import write_csv, write_jsonl, write_parquet
-from ragsense.errors import ParameterError
+from ragsense.errors import OutputExistsError, ParameterError
 
 OUTPUT_SUFFIXES = (".jsonl", ".csv", ".parquet")
 
@@ -182,3 +187,102 @@ def output_lock(path: str | os.PathLike[str] | None) -> Iterator[None]:
         yield
     finally:
         release_output_lock(lock)
+
+
+# ------------------------------------------------------------------------------ claiming an output
+
+
+class RunOutput(Protocol):
+    """What a run writes to, as the output check sees it: a local run's :class:`OutputFile` or the Ray
+    engine's shard folder."""
+
+    @property
+    def lock_location(self) -> str | os.PathLike[str] | None:
+        """The path whose ``.lock`` the run holds (None, stdout or a remote location: no lock)."""
+        ...
+
+    def existing(self) -> tuple[str, bool] | None:
+        """None when nothing is there yet; else what is there (``"output file 'x' already exists"``)
+        and whether a resume may continue it."""
+        ...
+
+
+def check_free(output: RunOutput, *, resume: bool, overwrite: bool) -> None:
+    """The one rule by which every engine refuses an existing output: raise
+    :class:`~ragsense.errors.OutputExistsError` unless nothing is there, or it is replaced
+    (``overwrite``), or it is continued (``resume``, where it can be)."""
+    if overwrite:
+        return
+    found = output.existing()
+    if found is None:
+        return
+    described, resumable = found
+    if resume and resumable:
+        return
+    raise OutputExistsError(described, can_resume=resumable)
+
+
+@contextlib.contextmanager
+def claim_output(output: RunOutput | None, *, resume: bool, overwrite: bool) -> Iterator[None]:
+    """Hold the output's lock and check it is free (:func:`check_free`) for the block: what both
+    engines do before a row is read, a model loaded or the run entered in the store, so a refused run
+    costs nothing and leaves no trace (issue 25).
+
+    >>> import tempfile, pathlib
+    >>> out = OutputFile.of(pathlib.Path(tempfile.mkdtemp()) / "out.jsonl")
+    >>> with claim_output(out, resume=False, overwrite=False):
+    ...     _ = out.path.write_text("")
+    >>> with claim_output(out, resume=False, overwrite=False):  # doctest: +ELLIPSIS
+    ...     pass
+    Traceback (most recent call last):
+    ...
+    ragsense.errors.OutputExistsError: output file '...out.jsonl' already exists; continue it with ...
+    """
+    with output_lock(None if output is None else output.lock_location):
+        if output is not None:
+            check_free(output, resume=resume, overwrite=overwrite)
+        yield
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    """A local run's output: a file (``path``; chunks are appended to its :func:`working_file` as they
+    finish) or stdout (``path`` None)."""
+
+    path: Path | None
+
+    @classmethod
+    def of(cls, output: str | os.PathLike[str]) -> OutputFile:
+        """The output ``evaluate(output=...)`` names; an unknown suffix is refused here.
+
+        >>> OutputFile.of("-").working, OutputFile.of("out.csv").working.name
+        ('-', 'out.csv.partial.jsonl')
+        """
+        check_output(output)
+        return cls(None if str(output) == "-" else Path(output))
+
+    @property
+    def working(self) -> str | Path:
+        """What the runner appends to: the working file, or ``-`` for stdout."""
+        return "-" if self.path is None else working_file(self.path)
+
+    @property
+    def lock_location(self) -> Path | None:
+        return self.path
+
+    def existing(self) -> tuple[str, bool] | None:
+        if self.path is None or not self.path.exists():
+            return None
+        # A finished CSV/Parquet output can only be replaced; with its working file beside it (an
+        # interrupted run), it can also be continued. A JSONL output is its own working file.
+        return f"output file {str(self.path)!r} already exists", working_file(self.path).exists()
+
+    def finish(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Write the final file in one piece from the finished run's records (CSV, Parquet) and remove
+        the working file; a JSONL output is already complete."""
+        working = self.working
+        if self.path is None or working == self.path:
+            return
+        save_rows(self.path, records)
+        with contextlib.suppress(FileNotFoundError):
+            Path(working).unlink()

@@ -32,9 +32,13 @@ from tqdm import tqdm
 from ragsense.contract import INPUT, ErrorRecord, RowOutcome, RunItem, Step
 from ragsense.data import JsonlWriter, RowError, dumps_json
 from ragsense.errors import OutputExistsError
-from ragsense.evaluation._shards import INPUT_KEY
 
 logger = logging.getLogger(__name__)
+
+INPUT_KEY = "_input"
+"""The key of a row's input fingerprint (:func:`row_fingerprint`) in the files a run appends to and
+resumes from: the JSONL output or working file, and the Ray engine's shard files. Records in memory,
+the run store and final CSV/Parquet outputs do not carry it."""
 
 Shape = Callable[[RowOutcome], dict[str, Any]]
 """How an outcome is written: :meth:`RowOutcome.to_record` unless a front keeps an older format."""

@@ -3,6 +3,8 @@
 The driver (the process that calls ``evaluate``) and the workers split the work so that no metric runs
 anywhere but in the spine's runner:
 
+0. **Claim.** The output folder is locked and checked as a local run's file is
+   (:func:`~ragsense.evaluation._outputs.claim_output`) before Ray starts or a row is read.
 1. **Ray.** Connect to ``address`` (``auto``, ``HOST:PORT``, ``ray://HOST:10001``), or start a local Ray
    on this machine (``ray.init(address="local")``, never someone else's running cluster).
 2. **Read.** Ray Data reads the input files (a file, a folder or a prefix, on any filesystem Ray reads:
@@ -21,11 +23,13 @@ anywhere but in the spine's runner:
    (``max_restarts=-1``, ``max_task_retries=-1``: its defaults).
 5. **Write.** The driver writes each shard file as its result arrives (aside, then moved into place) and
    adds its rows to the run store; a shard that arrived twice (a retry) is written once.
-6. **Finish.** Every row in input order, an :class:`Evaluation`, the summary in the run store.
+6. **Finish.** Every row in input order, an :class:`Evaluation`, the summary in the run store: the
+   run is kept there by :class:`~ragsense.evaluation._recording.Recording`, as a local run is.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -34,14 +38,14 @@ import pickle
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ragsense.contract import Metric
 from ragsense.data import RowOrError, require_module
-from ragsense.errors import OutputExistsError, ParameterError
+from ragsense.errors import ParameterError
 from ragsense.evaluation._evaluation import Evaluation, MetricInfo
 from ragsense.evaluation._inputs import Data, rows_from
-from ragsense.evaluation._ray_worker import ShardScorer
+from ragsense.evaluation._outputs import check_free, claim_output
 from ragsense.evaluation._runner import (
     RunStats,
     Shape,
@@ -49,7 +53,9 @@ from ragsense.evaluation._runner import (
     with_fingerprint,
     without_fingerprint,
 )
-from ragsense.evaluation._shards import (
+from ragsense.evaluation.engines._base import EvaluateRequest
+from ragsense.evaluation.engines._ray_worker import ShardScorer
+from ragsense.evaluation.engines._shards import (
     METRICS_FILE,
     SHARD_FORMATS,
     Manifest,
@@ -66,7 +72,6 @@ from ragsense.evaluation._shards import (
     metric_settings,
     parse_files,
 )
-from ragsense.runs import RunRecorder, RunStore
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +86,8 @@ class RayEngine:
     ``threads_per_worker``: torch threads per actor, also the CPUs each reserves (keep threads x
     workers per node at or below its cores). ``gpus_per_worker``: GPUs each actor reserves (the model's
     device ``auto`` then picks the GPU Ray gives it). ``shard_chunks``: runner chunks per shard
-    (default: :func:`~ragsense.evaluation._shards.auto_shard_chunks`). ``shard_format``: ``parquet`` or
-    ``jsonl`` shard files.
+    (default: :func:`~ragsense.evaluation.engines._shards.auto_shard_chunks`). ``shard_format``:
+    ``parquet`` or ``jsonl`` shard files.
 
     >>> RayEngine(workers=2).cpus_per_worker
     1
@@ -122,20 +127,29 @@ class RayEngine:
     def cpus_per_worker(self) -> int:
         return self.threads_per_worker
 
+    def run(self, request: EvaluateRequest) -> Evaluation:
+        """``evaluate`` on Ray (see the module docstring); ``request.output`` is a folder of shards."""
+        if request.pool is not None:
+            raise ParameterError(
+                "the Ray engine's workers load their models in their own processes; leave pool out",
+                parameter="pool",
+            )
+        ray = require_ray()
+        output = request.output
+        if output is not None and str(output) == "-":
+            raise ParameterError(
+                "the Ray engine writes a folder of shards; give a folder", parameter="output"
+            )
+        if request.resume and output is None:
+            raise ValueError("cannot resume a run without an output folder")
+        folder = None if output is None else ShardFolder(output)
+        # One run at a time per output folder, as for a file (a remote folder is not locked).
+        with claim_output(folder, resume=request.resume, overwrite=request.overwrite):
+            return _drive(ray, self, request, folder)
 
-Engine = Literal["local", "ray"] | RayEngine
-"""Where ``evaluate`` runs: ``"local"`` (this process), ``"ray"`` or a :class:`RayEngine`."""
-
-
-def ray_engine_of(engine: Engine) -> RayEngine | None:
-    """The Ray settings of ``engine``, or None for the local engine."""
-    if isinstance(engine, RayEngine):
-        return engine
-    if engine == "ray":
-        return RayEngine()
-    if engine == "local":
-        return None
-    raise ParameterError(f"must be 'local', 'ray' or a RayEngine, got {engine!r}", parameter="engine")
+    async def arun(self, request: EvaluateRequest) -> Evaluation:
+        # The Ray driver blocks while the cluster works; a thread keeps the caller's event loop free.
+        return await asyncio.to_thread(self.run, request)
 
 
 RAY_USAGE_STATS_ENV = "RAY_USAGE_STATS_ENABLED"
@@ -260,10 +274,6 @@ def _score(
         yield int(row["shard"]), json.loads(row["records"]), json.loads(row["infos"])
 
 
-def _refuse_existing(folder: ShardFolder) -> None:
-    raise OutputExistsError(f"output folder {folder.location!r} already holds a ragsense run")
-
-
 def _prepare(
     folder: ShardFolder,
     manifest: Manifest,
@@ -281,9 +291,10 @@ def _prepare(
     done: dict[int, list[dict[str, Any]]] = {}
     previous = folder.read_manifest() if resume else None
     if previous is None:
+        # Nothing to resume (none asked, or no manifest): a folder holding a run is refused as any
+        # output is, or cleared when it is replaced.
+        check_free(folder, resume=False, overwrite=overwrite)
         if folder.holds_run():
-            if not overwrite:
-                _refuse_existing(folder)
             folder.clear()
         folder.write_manifest(manifest)
         return done, 0
@@ -308,67 +319,21 @@ def _prepare(
     return done, changed
 
 
-def _infos_of(raw: list[dict[str, Any]]) -> list[MetricInfo]:
-    return [
-        MetricInfo(
-            name=str(i["name"]),
-            fields=tuple(i["fields"]),
-            scores=tuple(i["scores"]),
-            verdict=i.get("verdict"),
-            # Every declared verdict, so the summary's shares list the ones no row got, too.
-            verdict_values=tuple(i.get("verdict_values", ())),
-            settings=dict(i["settings"]),
-            models=dict(i.get("models", {})),
-        )
-        for i in raw
-    ]
-
-
-def evaluate_on_ray(
-    data: Data,
-    metrics: Sequence[Metric],
-    engine: RayEngine,
-    *,
-    output: str | os.PathLike[str] | None,
-    chunk_size: int,
-    resume: bool,
-    overwrite: bool,
-    progress: bool,
-    shape: Shape | None,
-    store: RunStore | None,
-    tag: str | None,
-    command: str | None,
-    dataset: str,
-) -> Evaluation:
-    """``evaluate`` on Ray (see the module docstring); ``output`` is a folder of shards."""
-    from ragsense.evaluation._api import _reason
-
-    ray = require_ray()
-    if output is not None and str(output) == "-":
-        raise ParameterError("the Ray engine writes a folder of shards; give a folder", parameter="output")
-    if resume and output is None:
-        raise ValueError("cannot resume a run without an output folder")
+def _drive(ray: Any, engine: RayEngine, request: EvaluateRequest, folder: ShardFolder | None) -> Evaluation:
+    """Steps 1 to 6 of the module docstring, with the output folder claimed."""
     started = time.perf_counter()
-    folder = None if output is None else ShardFolder(output)
-    if folder is not None and not (resume or overwrite) and folder.holds_run():
-        _refuse_existing(folder)
-    recorder: RunRecorder | None = None
+    recording = request.recording()
     done: dict[int, list[dict[str, Any]]] = {}
     changed = 0
     infos: list[MetricInfo] | None = None
 
     def start_recording(known: list[MetricInfo]) -> None:
-        nonlocal recorder
-        if store is None or recorder is not None:
-            return
-        recorder = store.start(
-            metrics=[i.to_dict() for i in known], tag=tag, command=command, dataset=dataset
-        )
-        for index in sorted(done):  # shards from an earlier run, as the local runner records them
-            recorder.add_rows(done[index], inputs=[])
+        # Shards from an earlier run are recorded first, as the local runner records them.
+        recording.start(known, earlier=(done[index] for index in sorted(done)))
 
-    with _session(ray, engine, progress):
-        items = _read_items(ray, data)
+    with _session(ray, engine, bool(request.progress)):
+        items = _read_items(ray, request.data)
+        chunk_size = request.chunk_size
         plan = ShardPlan(
             len(items), chunk_size, engine.shard_chunks or auto_shard_chunks(len(items), chunk_size)
         )
@@ -379,19 +344,22 @@ def evaluate_on_ray(
             n_shards=plan.n_shards,
             shard_format=engine.shard_format,
             input=input_fingerprint(items),
-            metrics=metric_settings(metrics),
+            metrics=metric_settings(request.metrics),
         )
         if folder is not None:
-            done, changed = _prepare(folder, manifest, plan, items, resume=resume, overwrite=overwrite)
+            done, changed = _prepare(
+                folder, manifest, plan, items, resume=request.resume, overwrite=request.overwrite
+            )
             if done and folder.has(METRICS_FILE):
-                infos = _infos_of(json.loads(folder.read(METRICS_FILE)))
+                infos = [MetricInfo.from_dict(i) for i in json.loads(folder.read(METRICS_FILE))]
         resumed = sum(len(r) for r in done.values())
         pending = [s for s in plan.shards if s.index not in done]
-        try:
+        # What finished stays in the store and in the folder.
+        with recording.abandoned_on_failure():
             if infos is not None:
                 start_recording(infos)
             for index, records, raw_infos in _score(
-                ray, items, pending, metrics, engine, chunk_size=chunk_size, shape=shape
+                ray, items, pending, request.metrics, engine, chunk_size=chunk_size, shape=request.shape
             ):
                 if index in done:
                     continue  # a retried shard answered twice: the first answer was kept
@@ -399,7 +367,7 @@ def evaluate_on_ray(
                 name = shard.name(plan.n_shards, engine.shard_format)
                 check_shard(records, shard, name)
                 if infos is None:
-                    infos = _infos_of(raw_infos)
+                    infos = [MetricInfo.from_dict(i) for i in raw_infos]
                     if folder is not None:
                         folder.write(METRICS_FILE, json.dumps(raw_infos, default=str).encode("utf-8"))
                     start_recording(infos)
@@ -408,25 +376,16 @@ def evaluate_on_ray(
                     written = [with_fingerprint(r, item) for r, item in zip(records, rows_in, strict=True)]
                     folder.write(name, encode_shard(written, engine.shard_format))
                 done[index] = records
-                if recorder is not None:
-                    # The input hash is fed in input order at the end: shards arrive in any order.
-                    recorder.add_rows(records, inputs=[])
+                # The input hash is fed in input order at the end: shards arrive in any order.
+                recording.add_rows(records, inputs=[])
             missing = [s.index for s in plan.shards if s.index not in done]
             if missing:
                 raise RuntimeError(f"Ray returned no result for shard(s) {missing}; run again with resume")
-        except BaseException as exc:
-            if recorder is not None:  # what finished stays in the store and in the folder
-                recorder.abandon(_reason(exc))
-            raise
     if infos is None:  # nothing was scored here (an empty input, or every shard from an earlier run)
-        infos = [MetricInfo.of(m) for m in metrics]
+        infos = [MetricInfo.of(m) for m in request.metrics]
     start_recording(infos)
     rows = [r for index in sorted(done) for r in done[index]]
     stats = RunStats(
         n_rows=len(rows), n_resumed=resumed, seconds=time.perf_counter() - started, n_input_changed=changed
     )
-    evaluation = Evaluation(rows, infos, stats, run_id=None if recorder is None else recorder.run_id)
-    if recorder is not None:
-        recorder.hasher.update(item.to_record() for item in items)
-        recorder.finish(evaluation.summary().to_dict())
-    return evaluation
+    return recording.finish(rows, infos, stats, inputs=items)

@@ -35,12 +35,8 @@ from ragsense.data import RowError, RowOrError, dumps_json, read_files, require_
 from ragsense.data._io import SUFFIXES
 from ragsense.data._tabular import _column
 from ragsense.errors import InputError, ParameterError
+from ragsense.evaluation._runner import without_fingerprint
 from ragsense.runs import InputHasher
-
-INPUT_KEY = "_input"
-"""The key of a row's input fingerprint (``evaluation._runner.row_fingerprint``) in the files a run
-appends to and resumes from: the JSONL output or working file, and these shard files. Records in
-memory, the run store and final CSV/Parquet outputs do not carry it."""
 
 ShardFormat = Literal["parquet", "jsonl"]
 SHARD_FORMATS: tuple[ShardFormat, ...] = ("parquet", "jsonl")
@@ -285,7 +281,8 @@ def filesystem_of(location: str | os.PathLike[str]) -> tuple[Any, str]:
 
 
 class ShardFolder:
-    """The output folder of a Ray run, on any pyarrow filesystem."""
+    """The output folder of a Ray run, on any pyarrow filesystem; a
+    :class:`~ragsense.evaluation._outputs.RunOutput`."""
 
     def __init__(self, location: str | os.PathLike[str]) -> None:
         self.location = str(location)
@@ -320,6 +317,18 @@ class ShardFolder:
 
     def holds_run(self) -> bool:
         return bool(self._ours())
+
+    @property
+    def lock_location(self) -> str:
+        """Where the run's lock goes (a remote folder is not locked)."""
+        return self.location
+
+    def existing(self) -> tuple[str, bool] | None:
+        """What is already there, for :func:`~ragsense.evaluation._outputs.check_free`: a folder that
+        holds a run may be resumed (its manifest is checked when the input is read)."""
+        if not self.holds_run():
+            return None
+        return f"output folder {self.location!r} already holds a ragsense run", True
 
     def clear(self) -> None:
         """Remove the manifest, the shard files and leftover temporary files (nothing else)."""
@@ -362,7 +371,7 @@ def read_shards(location: str | os.PathLike[str]) -> list[dict[str, Any]]:
         assert match is not None
         decoded = decode_shard(folder.read(name), cast(ShardFormat, match.group(3)))
         # The rows as ``evaluate`` returns them: without the input fingerprint kept for a resume.
-        records.extend({k: v for k, v in r.items() if k != INPUT_KEY} for r in decoded)
+        records.extend(without_fingerprint(r) for r in decoded)
     return records
 
 
