@@ -15,21 +15,24 @@ import json
 import os
 import random
 import re
+import resource
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ._blocks import SHELL_LANGUAGES, Block
+from ._blocks import REPO, SHELL_LANGUAGES, Block
 
 BIN = Path(sys.executable).parent  # .venv/bin: ragsense and python of the environment under test
 BLOCK_TIMEOUT_S = 120
+SLOW_BLOCK_TIMEOUT_S = 1200  # a slow block runs the real model: minutes
 SKIPPED: list[Block] = []  # the blocks a marker skipped, and each page's time: the terminal summary
-TIMES: dict[str, float] = {}
+TIMES: dict[str, tuple[float, float]] = {}  # block -> (wall seconds, CPU seconds of the block's processes)
 
 # The bundled model names a ``model=fake`` marker turns into ``fake``.
 _BUNDLED = re.compile(r"(?<![\w.-])(smollm2-135m|gemma3-270m)(?![\w.-])")
@@ -69,7 +72,8 @@ def _labelled_rows(sample: list[dict[str, Any]]) -> list[dict[str, Any]]:
         sentences = [s.strip() for s in re.split(r"(?<=\.)\s+", " ".join(base["contexts"])) if s.strip()]
         grounded = n % 2 == 0
         answer = sentences[n % len(sentences)] if grounded else " ".join(rng.sample(invented, 4)) + "."
-        rows.append({**base, "id": f"{base['id']}-{n}", "answer": answer, "label": int(grounded)})
+        row = {key: base[key] for key in ("question", "contexts")}
+        rows.append({"id": f"{base['id']}-{n}", **row, "answer": answer, "label": int(grounded)})
     return rows
 
 
@@ -78,7 +82,8 @@ def write_reader_files(folder: Path) -> list[str]:
 
     ``rows.*`` (and the correctness pages' ``train*``, ``new*`` and ``test_rows`` files) are the bundled
     sample of 10 rows (question, contexts, answer, reference); ``rows-v2.jsonl`` is the same rows with
-    the invented answers fixed; ``labelled.jsonl`` holds 48 rows labelled 1 (grounded) or 0.
+    the invented answers fixed; ``labelled.jsonl`` holds 48 rows labelled 1 (grounded) or 0. As in a
+    checkout, ``benchmarks/`` and ``docs/results/`` are there too (links to this repository's).
     """
     from ragsense.data import write_csv, write_jsonl, write_parquet
 
@@ -95,7 +100,11 @@ def write_reader_files(folder: Path) -> list[str]:
         write_jsonl(folder / name, rows)
     write_csv(folder / "rows.csv", sample)
     write_parquet(folder / "rows.parquet", sample)
-    return sorted([*jsonl, "rows.csv", "rows.parquet"])
+    # Examples that run a script of the repository or read a committed result run from a checkout.
+    (folder / "benchmarks").symlink_to(REPO / "benchmarks", target_is_directory=True)
+    (folder / "docs").mkdir()
+    (folder / "docs" / "results").symlink_to(REPO / "docs" / "results", target_is_directory=True)
+    return sorted([*jsonl, "rows.csv", "rows.parquet", "benchmarks", "docs/results"])
 
 
 # ---------------------------------------------------------------------------------------------- code
@@ -148,6 +157,7 @@ def run_shell(block: Block, folder: Path) -> str:
         allowed = " ".join(str(c) for c in block.exit_ok)
         # Without -e, the ERR trap decides: a failing command whose status is allowed goes on.
         prologue = f"set -uo pipefail\ntrap 'rc=$?; case \" {allowed} \" in *\" $rc \"*) ;; *) exit $rc;; esac' ERR\n"
+        code += "exit 0\n"  # the last command's allowed status is not the block's
     else:
         prologue = "set -euo pipefail\n"
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -160,12 +170,13 @@ def run_shell(block: Block, folder: Path) -> str:
         text=True,
         start_new_session=True,  # its own process group, so the timeout kills servers it started too
     )
+    timeout = BLOCK_TIMEOUT_S if block.slow is None else SLOW_BLOCK_TIMEOUT_S
     try:
-        output, _ = process.communicate(timeout=BLOCK_TIMEOUT_S)
+        output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         output, _ = process.communicate()
-        pytest.fail(f"{block.where}: still running after {BLOCK_TIMEOUT_S} s\n--- ran:\n{code}\n--- output:\n{output}")
+        pytest.fail(f"{block.where}: still running after {timeout} s\n--- ran:\n{code}\n--- output:\n{output}")
     if process.returncode != 0:
         pytest.fail(f"{block.where}: exit {process.returncode}\n--- ran:\n{code}\n--- output:\n{output}")
     return output
@@ -219,4 +230,19 @@ def run_python(block: Block, folder: Path) -> str:
 
 
 def run_block(block: Block, folder: Path) -> str:
-    return run_python(block, folder) if block.language == "python" else run_shell(block, folder)
+    """Run one block (shell or Python) in ``folder``, and note its wall and CPU time in ``TIMES``.
+
+    CPU time (this process's for Python, the finished child processes' for shell) is what the suite
+    pays on an idle machine; wall time grows with whatever else the machine runs."""
+    wall, cpu = time.perf_counter(), _cpu_seconds()
+    try:
+        if block.language == "python":
+            return run_python(block, folder)
+        return run_shell(block, folder)
+    finally:
+        TIMES[block.where] = (time.perf_counter() - wall, _cpu_seconds() - cpu)
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime

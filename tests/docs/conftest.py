@@ -15,6 +15,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     for block in SKIPPED:
         reason = f"skip: {block.skip}" if block.skip is not None else f"slow: {block.slow}"
         terminalreporter.write_line(f"  {block.where}: {reason}")
-    terminalreporter.write_line(f"{len(TIMES)} blocks ran in {sum(TIMES.values()):.1f} s; the slowest:")
-    for where, seconds in sorted(TIMES.items(), key=lambda item: -item[1])[:8]:
-        terminalreporter.write_line(f"  {where}: {seconds:.1f} s")
+    wall, cpu = sum(t[0] for t in TIMES.values()), sum(t[1] for t in TIMES.values())
+    terminalreporter.write_line(f"{len(TIMES)} blocks ran in {wall:.1f} s ({cpu:.1f} s of CPU); the slowest:")
+    for where, (seconds, cpu_seconds) in sorted(TIMES.items(), key=lambda item: -item[1][0])[:8]:
+        terminalreporter.write_line(f"  {where}: {seconds:.1f} s ({cpu_seconds:.1f} s of CPU)")

@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import io
-import time
 from pathlib import Path
 
 import pytest
 
 from ._blocks import Block, MarkerError, blocks_of_text, doc_pages, page_blocks, page_name
-from ._run import MODEL_SUBCOMMANDS, SKIPPED, TIMES, code_to_run, run_block, write_reader_files
+from ._run import MODEL_SUBCOMMANDS, SKIPPED, code_to_run, run_block, write_reader_files
 
 def _params() -> list[object]:
     """Each page once without its ``slow`` blocks, and a page with slow blocks once more, whole,
@@ -62,9 +61,7 @@ def test_page_examples_run(page: str, with_slow: bool, tmp_path: Path, monkeypat
         if block.skip is not None or (block.slow is not None and not with_slow):
             SKIPPED.append(block)
             continue
-        start = time.perf_counter()
         run_block(block, tmp_path)
-        TIMES[block.where] = time.perf_counter() - start
 
 
 # ------------------------------------------------------------------------------------- the harness
