@@ -16,10 +16,11 @@ runnable block under it is a :class:`MarkerError`, so a typo cannot silently tur
 >>> [block] = blocks_of_text(text, "X.md")
 >>> block.line, block.language, block.code, block.fake_model, block.skip
 (3, 'bash', 'ragsense models\\n', True, None)
->>> blocks_of_text("<!-- docs-test: fast -->\\n```bash\\nls\\n```\\n", "X.md")
-Traceback (most recent call last):
-...
-_blocks.MarkerError: X.md:1: unknown docs-test directive 'fast' (known: skip (REASON), slow (REASON), model=fake, exit-ok=N[,N])
+>>> try:
+...     blocks_of_text("<!-- docs-test: fast -->\\n```bash\\nls\\n```\\n", "X.md")
+... except MarkerError as error:
+...     print(error)
+X.md:1: unknown docs-test directive 'fast' (known: skip (REASON), slow (REASON), model=fake, ...)
 """
 
 from __future__ import annotations
@@ -118,7 +119,9 @@ def blocks_of_text(text: str, page: str) -> list[Block]:
                 code = "\n".join(lines[number + 1 : end]) + "\n"
                 blocks.append(Block(page, number + 2, language, code, **options))  # type: ignore[arg-type]
             elif pending is not None:
-                raise MarkerError(f"{page}:{pending[0]}: docs-test marker above a {language or 'plain'} block")
+                raise MarkerError(
+                    f"{page}:{pending[0]}: docs-test marker above a {language or 'plain'} block"
+                )
             pending = None
             number = end
         elif pending is not None and line.strip():

@@ -156,7 +156,9 @@ def run_shell(block: Block, folder: Path) -> str:
     if block.exit_ok:
         allowed = " ".join(str(c) for c in block.exit_ok)
         # Without -e, the ERR trap decides: a failing command whose status is allowed goes on.
-        prologue = f"set -uo pipefail\ntrap 'rc=$?; case \" {allowed} \" in *\" $rc \"*) ;; *) exit $rc;; esac' ERR\n"
+        prologue = (
+            f'set -uo pipefail\ntrap \'rc=$?; case " {allowed} " in *" $rc "*) ;; *) exit $rc;; esac\' ERR\n'
+        )
         code += "exit 0\n"  # the last command's allowed status is not the block's
     else:
         prologue = "set -euo pipefail\n"
@@ -176,7 +178,9 @@ def run_shell(block: Block, folder: Path) -> str:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         output, _ = process.communicate()
-        pytest.fail(f"{block.where}: still running after {timeout} s\n--- ran:\n{code}\n--- output:\n{output}")
+        pytest.fail(
+            f"{block.where}: still running after {timeout} s\n--- ran:\n{code}\n--- output:\n{output}"
+        )
     if process.returncode != 0:
         pytest.fail(f"{block.where}: exit {process.returncode}\n--- ran:\n{code}\n--- output:\n{output}")
     return output
