@@ -8,6 +8,7 @@ lines between are allowed) may hold one marker that tells the harness how to run
     <!-- docs-test: model=fake -->                  bundled model names become the fake model
     <!-- docs-test: model=fake; exit-ok=4 -->       ... and a command may exit 4 (a failed gate)
     <!-- docs-test: slow (the real model: minutes) -->  runs only with ``-m slow``; the reason is required
+    <!-- docs-test: server -->                      the first command is a server: run in the background
 
 Directives are separated by ``;``. An unknown directive, a skip without a reason, or a marker with no
 runnable block under it is a :class:`MarkerError`, so a typo cannot silently turn a test off.
@@ -39,7 +40,7 @@ _MARKER = re.compile(r"^\s*<!--\s*docs-test:(?P<body>.*?)-->\s*$")
 _SKIP = re.compile(r"^skip\s*\((?P<reason>.*)\)$")
 _EXIT_OK = re.compile(r"^exit-ok=(?P<codes>\d+(?:,\d+)*)$")
 _SLOW = re.compile(r"^slow\s*\((?P<reason>.*)\)$")
-_KNOWN = "skip (REASON), slow (REASON), model=fake, exit-ok=N[,N]"
+_KNOWN = "skip (REASON), slow (REASON), model=fake, exit-ok=N[,N], server"
 
 
 class MarkerError(ValueError):
@@ -58,6 +59,7 @@ class Block:
     slow: str | None = None  # the reason, when the block runs only with -m slow
     fake_model: bool = False
     exit_ok: tuple[int, ...] = ()
+    server: bool = False  # the first command serves (--port N) while the others run
 
     @property
     def where(self) -> str:
@@ -87,6 +89,8 @@ def parse_marker(body: str, where: str) -> dict[str, object]:
             found[kind] = skip["reason"].strip()
         elif directive == "model=fake":
             found["fake_model"] = True
+        elif directive == "server":
+            found["server"] = True
         elif exit_ok:
             found["exit_ok"] = tuple(int(code) for code in exit_ok["codes"].split(","))
         else:

@@ -17,6 +17,7 @@ import random
 import re
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -112,16 +113,42 @@ def write_reader_files(folder: Path) -> list[str]:
 
 def code_to_run(block: Block) -> str:
     """The block's code as the harness runs it: with ``model=fake``, the bundled model names become
-    ``fake`` and every ragsense command that takes a model and names none gets ``--model fake``."""
+    ``fake`` and every ragsense command that takes a model and names none gets ``--model fake``; with
+    ``server``, see :func:`_serve_first`."""
     code = block.code
     if block.language == "console":  # only the commands: lines after a "$ " prompt
         code = "".join(line[2:] + "\n" for line in code.splitlines() if line.startswith("$ "))
-    if not block.fake_model:
-        return code
-    code = _BUNDLED.sub("fake", code)
-    if block.language in SHELL_LANGUAGES:
-        code = "\n".join(_add_model(command) for command in _commands(code)) + "\n"
+    if block.fake_model:
+        code = _BUNDLED.sub("fake", code)
+        if block.language in SHELL_LANGUAGES:
+            code = "\n".join(_add_model(command) for command in _commands(code)) + "\n"
+    if block.server:
+        code = _serve_first(code, block)
     return code
+
+
+def _serve_first(code: str, block: Block) -> str:
+    """The first command in the background, on a free port (its ``--port N``: every ``N`` of the block
+    becomes that port, so another test's server cannot answer in its place); the others once the port
+    answers; then, however the block ends, the server is stopped (SIGTERM: its graceful shutdown) and
+    waited for."""
+    first, *rest = _commands(code)
+    found = re.search(r"--port[ =](\d+)", first)
+    if found is None:
+        raise ValueError(f"{block.where}: a server block's first command needs --port N")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    first, *rest = (re.sub(rf"(?<!\d){found[1]}(?!\d)", str(port), command) for command in [first, *rest])
+    wait = (
+        f"for _ in $(seq 600); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; "
+        'kill -0 "$server" || exit 1; sleep 0.1; done'
+    )
+    # Stopped however the block ends (a failing command too: a server left running would hold the
+    # block's output open until the timeout).
+    stop = """trap 'rc=$?; kill "$server" 2>/dev/null; wait "$server" || true; exit $rc' EXIT"""
+    first = re.sub(r"\s+#[^'\"]*$", "", first)  # a trailing comment would swallow the "&"
+    return "\n".join([f"{first} &", "server=$!", stop, wait, *rest]) + "\n"
 
 
 def _commands(code: str) -> list[str]:
@@ -181,6 +208,8 @@ def run_shell(block: Block, folder: Path) -> str:
         pytest.fail(
             f"{block.where}: still running after {timeout} s\n--- ran:\n{code}\n--- output:\n{output}"
         )
+    with contextlib.suppress(ProcessLookupError):  # whatever the block left behind
+        os.killpg(process.pid, signal.SIGKILL)
     if process.returncode != 0:
         pytest.fail(f"{block.where}: exit {process.returncode}\n--- ran:\n{code}\n--- output:\n{output}")
     return output

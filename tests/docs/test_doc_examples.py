@@ -17,6 +17,8 @@ Every fenced ``bash``/``sh``/``shell``/``console``/``python`` block of README.md
   ``<!-- docs-test: model=fake -->`` runs the block on the fake model (bundled model names become
   ``fake``, ragsense commands that take a model get ``--model fake``, Python's default model is the
   fake), because the bundled model would take minutes where the fake takes a second;
+  ``<!-- docs-test: server -->`` starts the block's first command (``ragsense guard --port N``) in the
+  background on a free port, runs the others once it answers, then stops it;
   ``<!-- docs-test: exit-ok=4 -->`` lets a command exit 4 (a gate that fails on the sample, as
   documented); ``<!-- docs-test: skip (REASON) -->`` is for what cannot run here (a GPU, a server, a
   package index, an hour-long experiment) and needs its reason; ``<!-- docs-test: slow (REASON) -->``
@@ -29,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import doctest
 import io
+import time
 from pathlib import Path
 
 import pytest
@@ -166,6 +169,22 @@ def test_python_traceback_names_the_page_line(tmp_path: Path) -> None:
     with pytest.raises(ValueError) as error:
         run_python(block, tmp_path)
     assert error.traceback[-1].lineno + 1 == 13 and str(error.traceback[-1].path) == "X.md"
+
+
+def test_server_block_runs_in_the_background(tmp_path: Path) -> None:
+    serve = "import sys, http.server as h; "
+    serve += "h.test(h.SimpleHTTPRequestHandler, port=int(sys.argv[2]), bind=sys.argv[3])"
+    code = f'python -c "{serve}" --port 8765 127.0.0.1   # serves\n'
+    code += "curl -s localhost:8765/ | grep -c runs.sqlite\n"
+    (tmp_path / "runs.sqlite").write_text("")
+    block = Block("X.md", 3, "bash", code, server=True)
+    assert "8765" not in code_to_run(block)
+    assert run_shell(block, tmp_path).splitlines()[-1] == "1"  # the listing, then the server is stopped
+    failing = Block("X.md", 3, "bash", code.replace("grep -c runs", "grep -c nothing"), server=True)
+    start = time.perf_counter()
+    with pytest.raises(pytest.fail.Exception, match="exit 1"):  # and a failure does not wait for it
+        run_shell(failing, tmp_path)
+    assert time.perf_counter() - start < 60
 
 
 def test_harness_doctests() -> None:
