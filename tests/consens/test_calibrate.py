@@ -156,3 +156,16 @@ def test_unusable_input_is_refused_naming_the_parameter(
 def test_doctests() -> None:
     result = doctest.testmod(importlib.import_module("ragsense.consens._calibrate"))
     assert result.attempted >= 5 and result.failed == 0
+
+
+def test_bands_save_refuses_an_existing_file_unless_overwrite(tmp_path: Path) -> None:
+    from ragsense.errors import OutputExistsError
+
+    path = tmp_path / "bands.json"
+    first = Bands("support", grounded_at=0.8, ungrounded_below=-0.2)
+    first.save(path)
+    with pytest.raises(OutputExistsError, match="overwrite=True"):
+        Bands("support", grounded_at=0.9, ungrounded_below=-0.1).save(path)
+    assert Bands.load(path) == first  # the refused save left the file as it was
+    Bands("support", grounded_at=0.9, ungrounded_below=-0.1).save(path, overwrite=True)
+    assert Bands.load(path).grounded_at == 0.9

@@ -289,7 +289,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     errors = [p for p in problems if p is not None]
     fit = {**bands.fit, "input": str(args.input), "input_rows": len(records), "row_errors": len(errors)}
     bands = dataclasses.replace(bands, fit=fit)
-    bands.save(output)
+    bands.save(output, overwrite=True)  # --overwrite was checked before any row was scored
     print(
         f"ConSens {aggregation} bands from {len(scores)} of {len(records)} rows of {args.input} "
         f"({bands.fit['label_1']} grounded, {bands.fit['label_0']} not; refusals left out: {refusals}; "

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragsense.errors import ParameterError
+from ragsense.errors import OutputExistsError, ParameterError
 
 VERDICTS = ("grounded", "unsure", "ungrounded", "refusal")
 """Every verdict the grounding score gives."""
@@ -107,8 +107,14 @@ class Bands:
         except ParameterError as exc:
             raise ParameterError(f"{where}: {exc}", parameter="bands") from None
 
-    def save(self, path: str | Path) -> None:
-        """Write the bands as JSON (the file ``--bands`` reads)."""
+    def save(self, path: str | Path, *, overwrite: bool = False) -> None:
+        """Write the bands as JSON (the file ``--bands`` reads).
+
+        An existing file is refused (:class:`~ragsense.errors.OutputExistsError`) unless
+        ``overwrite=True``: the rule of ``Evaluation.save`` and ``ragsense calibrate -o``.
+        """
+        if not overwrite and Path(path).exists():
+            raise OutputExistsError(f"bands file {str(path)!r} already exists", can_resume=False)
         Path(path).write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
 
     @classmethod
