@@ -8,6 +8,7 @@ from __future__ import annotations
 import doctest
 import importlib
 import json
+import re
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -261,3 +262,13 @@ def test_ragsense_plugins_imports_only_the_ground_floor() -> None:
     imports = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
     ragsense_imports = [line for line in imports if "ragsense" in line]
     assert ragsense_imports == ["from ragsense.errors import ParameterError, PluginError, RagsenseError"]
+
+
+def test_the_examples_of_docs_extending_run(capsys: pytest.CaptureFixture[str]) -> None:
+    # The page's Python blocks are self-contained: each runs as written, and its asserts hold.
+    text = (Path(__file__).parents[2] / "docs" / "extending.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 2
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"docs/extending.md#{i}", "exec"), {"__name__": "docs_example"})
+    assert "consens: grounded +1.00" in capsys.readouterr().out
