@@ -31,6 +31,11 @@ class BackendUnavailableError(RagsenseError, ImportError):
     """A backend's optional dependency is not installed. The message carries the install hint."""
 
 
+class PluginError(RagsenseError, ImportError):
+    """A registered plug-in cannot be loaded, or the entry points themselves are missing. Names the
+    plug-in, its target and its distribution."""
+
+
 class CapabilityError(RagsenseError, TypeError):
     """A model lacks a capability a metric needs (e.g. log-probabilities)."""
 

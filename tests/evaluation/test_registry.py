@@ -44,18 +44,41 @@ ROWS = [
 def test_builtin_names_resolve() -> None:
     registered = available_metrics()
     assert set(BUILTINS) <= set(registered)
-    assert registered["consens"] == "ragsense.metrics._consens:ConSens"
+    assert registered["consens"].endswith(":ConSens")  # the class's module is ragsense's business
     assert ENTRY_POINT_GROUP == "ragsense.metrics" and DEFAULT_METRICS == ("consens",)
     for name, cls in BUILTINS.items():
+        options = {} if name == "similarity" else {"model": "fake"}
         if name == "correctness":  # needs a trained estimator: resolving the name says so
             with pytest.raises(ParameterError, match="estimator"):
-                create_metric(name, model="fake")
+                create_metric(name, **options)
             continue
-        metric = create_metric(name, model="fake")
+        metric = create_metric(name, **options)
         assert isinstance(metric, cls) and isinstance(metric, Metric)
     assert [m.name for m in resolve_metrics(None, model="fake")] == ["consens"]
-    # Options a factory does not take are dropped (similarity has no model).
-    assert create_metric("similarity", model="fake", model_options={"device": "cpu"}).name == "similarity"
+
+
+def test_shared_options_are_dropped_where_not_taken_but_aimed_ones_must_be_taken() -> None:
+    # The model of a run goes to every metric named; the similarity baseline has none, so it is dropped.
+    [similarity] = resolve_metrics("similarity", model="fake", model_options={"device": "cpu"})
+    assert isinstance(similarity, Similarity)
+    # Aimed at one metric, an option it does not take is an error listing the ones it does.
+    with pytest.raises(ParameterError, match="takes no option 'model'") as info:
+        create_metric("similarity", model="fake")
+    assert info.value.parameter == "model" and "it accepts: embedder, mode" in str(info.value)
+    with pytest.raises(ParameterError, match=r"the metric 'consens' takes no option 'agregation'") as info:
+        create_metric("consens", model="fake", agregation="q25")
+    message = str(info.value)
+    assert "did you mean 'aggregation'?" in message
+    for accepted in ("model", "attribution", "aggregation", "template", "model_options", "bands"):
+        assert accepted in message.partition("it accepts: ")[2]
+    with pytest.raises(ParameterError, match="takes no option 'band'"):
+        resolve_metrics("consens,similarity", model="fake", per_metric={"consens": {"band": None}})
+    # An aimed option wins over the shared one of the same name; None means the metric's default.
+    [consens] = resolve_metrics(
+        "consens", model="fake", per_metric={"consens": {"model": "fake:other", "aggregation": None}}
+    )
+    assert isinstance(consens, ConSens) and consens.settings()["model"] == "fake:other"
+    assert consens.aggregation.value == ConSens(model="fake").aggregation.value
 
 
 def test_unknown_name_lists_the_registered_ones() -> None:
@@ -155,8 +178,15 @@ def test_a_plugin_metric_is_registered_through_its_entry_point(plugin: Path) -> 
     registered = available_metrics()
     assert registered["answer_length"] == "fakeplug_mod:AnswerLength"
     assert set(BUILTINS) <= set(registered)
-    metric = create_metric("answer_length", model="fake", model_options={})  # options it does not take
+    metric = create_metric("answer_length")
     assert type(metric).__module__ == "fakeplug_mod" and isinstance(metric, Metric)
+    # The run's model is a shared option, dropped for a metric without one; aimed at it, an error.
+    [shared] = resolve_metrics("answer_length", model="fake", model_options={})
+    assert shared.name == "answer_length"
+    with pytest.raises(
+        ParameterError, match=r"'answer_length' takes no option 'model'; it accepts: no options"
+    ):
+        create_metric("answer_length", model="fake")
     with pytest.raises(ParameterError, match=r"registered metrics: .*answer_length"):
         create_metric("nope")
 

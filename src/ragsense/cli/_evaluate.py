@@ -114,8 +114,9 @@ def metrics_from_args(args: argparse.Namespace) -> list[Metric]:
     }
     if "attribution" in names and "consens" in names:  # attribution is ConSens with leave-one-out
         names.remove("consens")
-    plain = {"model": model, "model_options": options}
-    return resolve_metrics([create_metric(n, **per_metric.get(n, plain)) for n in names])
+    # A plug-in gets the model as a shared option: dropped if it takes none, as in ragsense.evaluate.
+    built: list[str | Metric] = [create_metric(n, **per_metric[n]) if n in per_metric else n for n in names]
+    return resolve_metrics(built, model=model, model_options=options)
 
 
 EXPECTED = "expected"

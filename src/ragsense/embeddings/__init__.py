@@ -10,17 +10,17 @@ True
 from ragsense.embeddings._cache import CachedEmbedder
 from ragsense.embeddings._interface import Embedder, SupportsTokenCount, Vectors
 from ragsense.embeddings._minilm import MINILM_NAME, MiniLMEmbedder, bundled_model_dir
-from ragsense.embeddings._registry import DEFAULT_EMBEDDER, EMBEDDER_NAMES, load_embedder
+from ragsense.embeddings._registry import DEFAULT_EMBEDDER, available_embedders, load_embedder
 
 __all__ = [
     "DEFAULT_EMBEDDER",
-    "EMBEDDER_NAMES",
     "MINILM_NAME",
     "CachedEmbedder",
     "Embedder",
     "MiniLMEmbedder",
     "SupportsTokenCount",
     "Vectors",
+    "available_embedders",
     "bundled_model_dir",
     "load_embedder",
 ]

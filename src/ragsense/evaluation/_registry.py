@@ -12,27 +12,19 @@ and ``ragsense evaluate --metrics consens,my_metric`` runs it. Built-ins are reg
 
 from __future__ import annotations
 
-import importlib
-import inspect
-from collections.abc import Callable, Mapping, Sequence
-from importlib.metadata import entry_points
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragsense.contract import Metric
 from ragsense.errors import ParameterError
+from ragsense.plugins import EntryPointRegistry
 
 ENTRY_POINT_GROUP = "ragsense.metrics"
 DEFAULT_METRICS = ("consens",)
 
-# Used only when the package metadata is missing (a source tree that was never installed); mirrors
-# pyproject.toml.
-_BUILTIN = {
-    "consens": "ragsense.metrics._consens:ConSens",
-    "attribution": "ragsense.metrics._consens:attribution_metric",
-    "vera": "ragsense.metrics._vera:Vera",
-    "correctness": "ragsense.metrics._correctness:Correctness",
-    "similarity": "ragsense.metrics._similarity:Similarity",
-}
+_METRICS = EntryPointRegistry[Metric](
+    ENTRY_POINT_GROUP, kind="metric", not_found=lambda message: ParameterError(message, parameter="metrics")
+)
 
 
 def available_metrics() -> dict[str, str]:
@@ -41,47 +33,35 @@ def available_metrics() -> dict[str, str]:
     >>> sorted(available_metrics())[:3]
     ['attribution', 'consens', 'correctness']
     """
-    found = dict(_BUILTIN)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        found[ep.name] = ep.value
-    return found
+    return _METRICS.targets()
 
 
-def _factory(name: str) -> Callable[..., Metric]:
-    registered = available_metrics()
-    if name not in registered:
-        raise ParameterError(
-            f"unknown metric {name!r}; registered metrics: {', '.join(sorted(registered))}",
-            parameter="metrics",
-        )
-    module_name, _, attr = registered[name].partition(":")
-    factory: Callable[..., Metric] = getattr(importlib.import_module(module_name), attr)
-    return factory
-
-
-def create_metric(name: str, **options: Any) -> Metric:
-    """The metric registered as ``name`` with ``options``; options its factory does not take are dropped
-    (``model`` means nothing to the similarity baseline).
-
-    >>> create_metric("consens", model="fake").name
-    'consens'
-    """
-    factory = _factory(name)
-    accepted: Mapping[str, inspect.Parameter] | None
-    try:
-        accepted = inspect.signature(factory).parameters
-    except (TypeError, ValueError):  # a builtin or C factory: pass everything
-        accepted = None
-    # A factory that takes no options (an empty signature) gets none.
-    if accepted is not None and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
-        options = {k: v for k, v in options.items() if k in accepted}
-    metric = factory(**{k: v for k, v in options.items() if v is not None})
+def _create(name: str, options: Mapping[str, Any], shared: Mapping[str, Any]) -> Metric:
+    factory = _METRICS.factory(name)
+    kwargs = _METRICS.options(name, factory, options=options, shared=shared)
+    # None means "the metric's default" (the CLI passes every flag, given or not).
+    metric = factory(**{k: v for k, v in kwargs.items() if v is not None})
     if not isinstance(metric, Metric):
         raise ParameterError(
             f"the factory registered as {name!r} returned a {type(metric).__name__}, not a Metric",
             parameter="metrics",
         )
     return metric
+
+
+def create_metric(name: str, **options: Any) -> Metric:
+    """The metric registered as ``name`` made with ``options``, each of which its factory must take: a
+    misspelt option is an error listing the accepted ones, not silently ignored. (Options meant for every
+    metric of a run, such as the model, go through :func:`resolve_metrics`.)
+
+    >>> create_metric("consens", model="fake").name
+    'consens'
+    >>> create_metric("consens", model="fake", agregation="q25")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ragsense.errors.ParameterError: ...no option 'agregation' (did you mean 'aggregation'?); it accepts: ...
+    """
+    return _create(name, options, {})
 
 
 def resolve_metrics(
@@ -92,9 +72,10 @@ def resolve_metrics(
 ) -> list[Metric]:
     """Metric objects from names (a comma-separated string or a list) and objects, in order.
 
-    ``options`` (``model``, ``model_options``) go to the metrics created by name; ``per_metric`` adds
-    options for the metrics created under one name only (``{"consens": {"bands": ...}}``), so an
-    option one metric takes never reaches a plug-in that accepts any keyword. ``attribution`` is
+    ``options`` (``model``, ``model_options``) go to every metric created by name that takes them (the
+    similarity baseline takes no model); ``per_metric`` adds options for the metrics created under one
+    name only (``{"consens": {"bands": ...}}``), each of which that metric must take, so an option one
+    metric takes never reaches a plug-in that accepts any keyword. ``attribution`` is
     ConSens with leave-one-out, so naming both ``consens`` and ``attribution`` runs it once. Two
     metrics with the same name would write the same fields, so that is an error.
 
@@ -115,7 +96,7 @@ def resolve_metrics(
     names = [m for m in items if isinstance(m, str)]
     if "attribution" in names and "consens" in names:
         items = [m for m in items if m != "consens"]
-    resolved = [create_metric(m, **options, **extra.get(m, {})) if isinstance(m, str) else m for m in items]
+    resolved = [_create(m, extra.get(m, {}), options) if isinstance(m, str) else m for m in items]
     seen: set[str] = set()
     for metric in resolved:
         if not isinstance(metric, Metric):

@@ -1,39 +1,56 @@
 """The papers' experiments, each a function returning a dict of figures.
 
-``EXPERIMENTS`` maps the CLI name to the function; modules load only when an experiment runs.
+``EXPERIMENTS`` maps the CLI name to the function. The experiments are registered in the
+``ragsense.experiments`` entry point group (ragsense's ``pyproject.toml``; a plug-in can add its own), and
+an experiment's module loads only when it runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from importlib import import_module
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+
+from ragsense.plugins import EntryPointRegistry
+
+ENTRY_POINT_GROUP = "ragsense.experiments"
 
 Experiment = Callable[..., dict[str, Any]]
 
-_TARGETS = {
-    "consens-wikieval": "ragsense.experiments._consens:consens_wikieval",
-    "consens-halueval": "ragsense.experiments._consens:consens_halueval",
-    "consens-pubmedqa-partial": "ragsense.experiments._consens:consens_pubmedqa_partial",
-    "consens-pubmedqa-partial-sentences": "ragsense.experiments._consens:consens_pubmedqa_partial_sentences",
-    "consens-pubmedqa-attribution": "ragsense.experiments._consens:consens_pubmedqa_attribution",
-    "consens-faithbench": "ragsense.experiments._faithbench:consens_faithbench",
-    "correctness-squad": "ragsense.experiments._correctness:correctness_squad",
-    "vera-squad": "ragsense.experiments._vera:vera_squad",
-    "vera-wikieval": "ragsense.experiments._vera_wikieval:vera_wikieval",
-}
+_REGISTRY = EntryPointRegistry[dict[str, Any]](ENTRY_POINT_GROUP, kind="experiment")
 
 
-def _lazy(target: str) -> Experiment:
-    def run(**kwargs: Any) -> dict[str, Any]:
-        module, _, attr = target.partition(":")
-        fn: Experiment = getattr(import_module(module), attr)
-        return fn(**kwargs)
+class _Experiments(Mapping[str, Experiment]):
+    """Name -> experiment, read from the entry points on each use; an experiment called with an option
+    it does not take raises a ParameterError listing the ones it does.
 
-    run.__name__ = target.rpartition(":")[2]
-    return run
+    >>> "consens-wikieval" in EXPERIMENTS
+    True
+    >>> EXPERIMENTS["consens-wikieval"](limt=3)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ragsense.errors.ParameterError: ...no option 'limt' (did you mean 'limit'?); it accepts: model, data, ...
+    """
+
+    def __getitem__(self, name: str) -> Experiment:
+        if name not in _REGISTRY:
+            raise KeyError(name)
+
+        def run(**options: Any) -> dict[str, Any]:
+            return _REGISTRY.create(name, options=options)
+
+        run.__name__ = run.__qualname__ = name
+        return run
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_REGISTRY.names())
+
+    def __len__(self) -> int:
+        return len(_REGISTRY.names())
+
+    def __repr__(self) -> str:
+        return f"EXPERIMENTS({', '.join(_REGISTRY.names())})"
 
 
-EXPERIMENTS: dict[str, Experiment] = {name: _lazy(target) for name, target in _TARGETS.items()}
+EXPERIMENTS: Mapping[str, Experiment] = _Experiments()
 
-__all__ = ["EXPERIMENTS", "Experiment"]
+__all__ = ["ENTRY_POINT_GROUP", "EXPERIMENTS", "Experiment"]

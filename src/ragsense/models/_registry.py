@@ -16,41 +16,28 @@ so there is a single registration path and no import side effects.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any
 
 from ragsense.errors import ModelNotFoundError
 from ragsense.models._interface import LanguageModel
+from ragsense.plugins import EntryPointRegistry
 
 ENTRY_POINT_GROUP = "ragsense.models"
 DEFAULT_MODEL = "smollm2-135m"
 
-# Used only when the package metadata is missing (running from a source tree that was never
-# installed); mirrors pyproject.toml.
-_BUILTIN_FACTORIES = {
-    "transformers": "ragsense.models._transformers:create_transformers_model",
-    "openai": "ragsense.models._openai_server:create_openai_model",
-    "fake": "ragsense.models._fake:create_fake_model",
-    "vllm": "ragsense.models._vllm:create_vllm_model",
-}
-
-Factory = Callable[..., LanguageModel]
-
-
-def _load_target(target: str) -> Factory:
-    module_name, _, attr = target.partition(":")
-    factory: Factory = getattr(importlib.import_module(module_name), attr)
-    return factory
+BACKENDS = EntryPointRegistry[LanguageModel](
+    ENTRY_POINT_GROUP, kind="model backend", not_found=ModelNotFoundError
+)
+"""The model backends: each a factory ``(model_id, **options) -> LanguageModel``."""
 
 
 def available_backends() -> dict[str, str]:
-    """Backend name -> ``module:factory`` for every registered backend (built-in and plugins)."""
-    found = dict(_BUILTIN_FACTORIES)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        found[ep.name] = ep.value
-    return found
+    """Backend name -> ``module:factory`` for every registered backend (built-in and plugins).
+
+    >>> available_backends()["fake"]
+    'ragsense.models._fake:create_fake_model'
+    """
+    return BACKENDS.targets()
 
 
 def resolve_name(name: str) -> tuple[str, str]:
@@ -72,23 +59,23 @@ def resolve_name(name: str) -> tuple[str, str]:
         known = ", ".join(sorted(BUNDLED_MODELS))
         raise ModelNotFoundError(
             f"unknown model {name!r}: use a bundled name ({known}) or BACKEND:MODEL, "
-            f"with BACKEND one of {', '.join(sorted(available_backends()))}"
+            f"with BACKEND one of {', '.join(BACKENDS.names())}"
         )
-    if backend not in available_backends():
+    if backend not in BACKENDS:
         raise ModelNotFoundError(
             f"unknown model backend {backend!r} in {name!r}; registered backends: "
-            f"{', '.join(sorted(available_backends()))}"
+            f"{', '.join(BACKENDS.names())}"
         )
     return backend, model_id
 
 
 def load_model(name: str = DEFAULT_MODEL, **options: Any) -> LanguageModel:
-    """Create the model named ``name``; ``options`` go to the backend's factory.
+    """Create the model named ``name``; ``options`` go to the backend's factory, which must take each
+    (the built-in backends take any, since one set of model options serves every backend).
 
     >>> model = load_model("fake")
     >>> model.info.name
     'fake'
     """
     backend, model_id = resolve_name(name)
-    factory = _load_target(available_backends()[backend])
-    return factory(model_id, **options)
+    return BACKENDS.create(backend, model_id, options=options)
