@@ -1,47 +1,12 @@
-"""The built-in metrics, each an object with its options that implements
-:class:`ragsense.evaluation.Metric`. They are registered by name in the ``ragsense.metrics`` entry point
-group, the same way a plug-in registers its own.
+"""VERA's metric and enhance step, until they move into :mod:`ragsense.vera`. The other built-in metrics
+live with their methods: :class:`ragsense.consens.ConSens`, :class:`ragsense.correctness.Correctness`,
+:class:`ragsense.similarity.Similarity`.
 
->>> from ragsense.metrics import ConSens, Similarity
->>> ConSens(model="fake", attribution=True).fields[-2:]
-('attribution', 'top_document')
+>>> from ragsense.metrics import Vera
+>>> Vera(judge="fake").name
+'vera'
 """
 
-from ragsense.metrics._consens import (
-    ATTRIBUTION_FIELDS,
-    CONSENS_FIELDS,
-    ConSens,
-    attribution_metric,
-    grounding,
-    grounding_batch,
-)
-from ragsense.metrics._correctness import (
-    CORRECTNESS_FIELDS,
-    FEATURE_FIELDS,
-    Correctness,
-    CorrectnessFeatures,
-    correctness_sample,
-    references,
-)
-from ragsense.metrics._similarity import Similarity
 from ragsense.metrics._vera import ENHANCE_FIELDS, VERA_FIELDS, Vera, VeraEnhance
 
-__all__ = [
-    "ATTRIBUTION_FIELDS",
-    "CONSENS_FIELDS",
-    "CORRECTNESS_FIELDS",
-    "ENHANCE_FIELDS",
-    "FEATURE_FIELDS",
-    "VERA_FIELDS",
-    "ConSens",
-    "Correctness",
-    "CorrectnessFeatures",
-    "Similarity",
-    "Vera",
-    "VeraEnhance",
-    "attribution_metric",
-    "correctness_sample",
-    "grounding",
-    "grounding_batch",
-    "references",
-]
+__all__ = ["ENHANCE_FIELDS", "VERA_FIELDS", "Vera", "VeraEnhance"]
