@@ -32,8 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_consens import _raw_forward, _rows, _unique_requests
 
 from ragsense import evaluate
-from ragsense.consens import GroundingScorer
-from ragsense.metrics import ConSens
+from ragsense.consens import ConSens, GroundingScorer
 from ragsense.models import ModelPool, load_model
 
 

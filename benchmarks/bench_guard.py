@@ -66,7 +66,7 @@ def _percentile(values: list[float], q: float) -> float:
 _OFFLINE = """
 import json, sys, time
 from ragsense import evaluate
-from ragsense.metrics import ConSens
+from ragsense.consens import ConSens
 from ragsense.models import ModelPool, load_model
 rows = json.load(open(sys.argv[1]))
 model = load_model(sys.argv[2], threads=int(sys.argv[3]))

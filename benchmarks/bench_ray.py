@@ -41,8 +41,8 @@ import ray
 import torch
 
 from ragsense import RayEngine, evaluate
+from ragsense.consens import ConSens
 from ragsense.data import load_wikieval
-from ragsense.metrics import ConSens
 from ragsense.models import ModelPool
 
 MODEL = "smollm2-135m"

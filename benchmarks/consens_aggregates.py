@@ -179,9 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     data = {kind: load_pairs(getattr(args, kind), kind) for kind in KEYS}
     halves = {kind: (p[: len(p) // 2], p[len(p) // 2 :]) for kind, p in data.items()}
-    dev_auroc = {
-        a.value: {kind: roc_auc(*scores(h[0], a)) for kind, h in halves.items()} for a in CANDIDATES
-    }
+    dev_auroc = {a.value: {kind: roc_auc(*scores(h[0], a)) for kind, h in halves.items()} for a in CANDIDATES}
     chosen, means = choose(dev_auroc)
     bands_by_aggregation = {}
     for agg in CANDIDATES:  # rule 3 for every aggregate, so each has bands of its own

@@ -45,10 +45,11 @@ sys.path.insert(0, str(ROOT / "tests" / "report"))  # the DevTools-pipe client o
 from _cdp import Browser, find_chromium  # noqa: E402
 
 from ragsense import evaluate  # noqa: E402
+from ragsense.consens import ConSens  # noqa: E402
 from ragsense.data import load_squad_v2  # noqa: E402
-from ragsense.metrics import ConSens, Vera  # noqa: E402
 from ragsense.report import write_report  # noqa: E402
 from ragsense.runs import RunStore  # noqa: E402
+from ragsense.vera import Vera  # noqa: E402
 
 SENTENCE = re.compile(r"[^.!?]+[.!?]")
 

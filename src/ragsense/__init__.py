@@ -1,5 +1,10 @@
 """ragsense: does a RAG answer come from its context, is it likely correct, which document does it rest on.
 
+``evaluate`` (``aevaluate`` on an event loop) is the way in for scoring rows, with any of the metrics
+(``consens``, ``attribution``, ``vera``, ``correctness``, ``similarity``, or plug-ins); each row comes
+back with its input fields, each metric's fields and an ``errors`` list. ``grounding`` scores one
+answer with ConSens through the same path.
+
 >>> import ragsense
 >>> run = ragsense.evaluate(
 ...     [{"question": "What is David Baker known for?",
@@ -18,9 +23,12 @@ from typing import TYPE_CHECKING, Any
 from ragsense._version import __version__
 
 if TYPE_CHECKING:
-    from ragsense.consens import GroundingResult
+    from ragsense._grounding import grounding
+    from ragsense.consens import ConSens, GroundingResult
+    from ragsense.correctness import Correctness
     from ragsense.evaluation import Evaluation, RayEngine, aevaluate, evaluate
-    from ragsense.metrics import ConSens, Correctness, Similarity, Vera, grounding, grounding_batch
+    from ragsense.similarity import Similarity
+    from ragsense.vera import Vera
 
 # The top-level names load their modules on first use: ``import ragsense.runs`` (or pytest loading the
 # ragsense.testing plug-in in every user's test run) should not pay for numpy, pydantic and every metric.
@@ -30,12 +38,11 @@ _LAZY = {
     "RayEngine": "ragsense.evaluation",
     "aevaluate": "ragsense.evaluation",
     "evaluate": "ragsense.evaluation",
-    "ConSens": "ragsense.metrics",
-    "Correctness": "ragsense.metrics",
-    "Similarity": "ragsense.metrics",
-    "Vera": "ragsense.metrics",
-    "grounding": "ragsense.metrics",
-    "grounding_batch": "ragsense.metrics",
+    "ConSens": "ragsense.consens",
+    "Correctness": "ragsense.correctness",
+    "Similarity": "ragsense.similarity",
+    "Vera": "ragsense.vera",
+    "grounding": "ragsense._grounding",
 }
 
 
@@ -64,5 +71,4 @@ __all__ = [
     "aevaluate",
     "evaluate",
     "grounding",
-    "grounding_batch",
 ]

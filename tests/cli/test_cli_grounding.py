@@ -50,11 +50,11 @@ def test_bad_rows_are_marked_and_the_batch_goes_on(tmp_path: Path) -> None:
     assert main(["grounding", str(src), "-o", str(out), "--table", "never"]) == 3  # finished, rows errored
     rows = _rows(out)
     assert [r["_row"] for r in rows] == list(range(6))
-    errors = {r["_row"]: r["error"] for r in rows if "error" in r}
+    errors = {r["_row"]: r["errors"][0] for r in rows if r["errors"]}
     assert set(errors) == {1, 2, 3, 5}
     assert errors[2]["field"] == "answer" and errors[5]["field"] == "question"
     assert errors[3]["field"] == "contexts" and "context" in errors[3]["message"]
-    ok = [r for r in rows if "error" not in r]
+    ok = [r for r in rows if not r["errors"]]
     assert all(math.isfinite(r["consens"]) and -1 <= r["consens"] <= 1 for r in ok)
     assert ok[0]["consens"] == ok[1]["consens"]  # RAGAS names, same row
     assert {"ppl_context", "ppl_empty", "words", "consens_by_aggregation"} <= set(ok[0])
@@ -126,4 +126,4 @@ def test_unreachable_server_marks_rows_and_exits_non_zero(tmp_path: Path, port: 
     assert code == 3
     rows = _rows(out)
     assert len(rows) == 2
-    assert all("cannot reach the server at http://127.0.0.1:9/v1" in r["error"]["message"] for r in rows)
+    assert all("cannot reach the server at http://127.0.0.1:9/v1" in r["errors"][0]["message"] for r in rows)

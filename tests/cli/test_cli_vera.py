@@ -72,16 +72,18 @@ def test_evaluate_writes_scores_decisions_and_row_errors(
         assert row["response_adherence"] == 1.0
         assert [d["label"] for d in row["vera"]["context"]["decisions"]] == ["irrelevant", "irrelevant"]
         assert row["vera"]["adherence"]["decisions"][0]["label"] == "stated"
-        assert "error" not in row
+        assert row["errors"] == []
     assert ragas["response"] == "Mara Quint." and "user_input" in ragas  # input names kept
-    assert empty_answer["error"]["field"] == "answer"
-    assert not_json["error"]["message"]
-    assert empty_contexts["error"]["field"] == "contexts"
+    # The schema of ``ragsense evaluate``: every error in ``errors``, naming its metric and field.
+    assert [(e["metric"], e["field"]) for e in empty_answer["errors"]] == [("vera", "answer")]
+    assert not_json["errors"][0]["metric"] == "input" and not_json["errors"][0]["message"]
+    assert [(e["metric"], e["field"]) for e in empty_contexts["errors"]] == [("input", "contexts")]
+    assert all("error" not in r for r in rows)
     out_text, err = capsys.readouterr()
     assert "ctx rel" in out_text
     assert "5 rows: 2 ok, 3 with errors" in err
     assert "  vera: n=2; context_relevance +0.000 [+0.000, +0.000]; " in err and "errors 3" in err
-    assert "row 3: vera: contexts: " in err and "judge: labels:fake" in err
+    assert "row 3: input: contexts: " in err and "judge: labels:fake" in err
     # A second run over the same rows is served from the judge cache and gives identical output.
     out2 = tmp_path / "out2.jsonl"
     assert main([*args[:3], "-o", str(out2), *args[5:]]) == 3
@@ -106,7 +108,7 @@ def test_enhance_writes_edited_contexts_and_answers(
     assert good["context_relevance"] == 0.0 and good["enhanced_contexts"] == [""]
     assert good["refused"] is True
     assert good["refusal"] and good["enhanced_answer"] == good["refusal"]
-    assert rows[1]["error"]["field"] == "answer"
+    assert rows[1]["errors"][0]["field"] == "answer" and rows[1].get("enhanced_answer") is None
     err = capsys.readouterr().err
     assert "5 rows: 2 ok, 3 with errors" in err and "  vera_enhance: n=2; " in err
     assert "judge: labels:fake" in err and "refused 2 of 2 rows" in err
@@ -130,7 +132,7 @@ def test_enhance_with_generator_accepts_rows_without_answers(tmp_path: Path) -> 
     ]
     assert main(args) == 0
     [row] = _rows(out)
-    assert "error" not in row
+    assert row["errors"] == []
     # The fake judge finds no sentence relevant, so VERA stops before generating (the regeneration
     # itself is tested with a scripted judge in tests/vera/test_vera_steps.py).
     assert row["refused"] is True and row["vera"]["regenerated"] is False

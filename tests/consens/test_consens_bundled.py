@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from ragsense import grounding, grounding_batch
-from ragsense.consens import GroundingScorer
+from ragsense import evaluate, grounding
+from ragsense.consens import ConSens, GroundingScorer
 from ragsense.models import ScoreRequest, load_model
 
 pytestmark = pytest.mark.model
@@ -32,10 +32,10 @@ def test_table1_shape_with_smollm2(smollm2) -> None:  # type: ignore[no-untyped-
 
 def test_scores_are_bit_identical_across_runs_and_batch_plans(smollm2) -> None:  # type: ignore[no-untyped-def]
     rows = [{"question": Q, "contexts": [c], "answer": ANSWER} for c in (SCIENTIST, FOOTBALLER)]
-    first = grounding_batch(rows, model=smollm2)
-    again = grounding_batch(rows[::-1], model=smollm2, batch_size=1)[::-1]
-    assert [r.consens for r in first] == [r.consens for r in again]  # type: ignore[union-attr]
-    assert [r.words for r in first] == [r.words for r in again]  # type: ignore[union-attr]
+    first = evaluate(rows, [ConSens(smollm2)], progress=False).rows
+    again = evaluate(rows[::-1], [ConSens(smollm2)], chunk_size=1, progress=False).rows[::-1]
+    assert [r["consens"] for r in first] == [r["consens"] for r in again]
+    assert [r["words"] for r in first] == [r["words"] for r in again]
 
 
 def test_word_perplexity_sums_subword_tokens(smollm2) -> None:  # type: ignore[no-untyped-def]

@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from ragsense import grounding, grounding_batch
-from ragsense.consens import Aggregation, GroundingScorer, PromptTemplate
+from ragsense import evaluate, grounding
+from ragsense.consens import Aggregation, ConSens, GroundingScorer, PromptTemplate
 from ragsense.errors import InputError
 from ragsense.models import load_model
 from ragsense.models._fake import FakeModel
@@ -58,7 +58,7 @@ def test_no_context_pass_is_computed_once_per_question_answer() -> None:
 
 
 def test_bad_rows_are_marked_and_good_rows_kept() -> None:
-    out = grounding_batch(
+    rows = evaluate(
         [
             {"question": Q, "contexts": DOCS, "answer": "Maria Keller."},
             {"question": Q, "contexts": DOCS, "answer": "   "},
@@ -67,20 +67,33 @@ def test_bad_rows_are_marked_and_good_rows_kept() -> None:
             {"user_input": Q, "retrieved_contexts": DOCS, "response": "Maria Keller."},
             {"question": Q, "contexts": DOCS, "answer": "?!"},
         ],
+        [ConSens(model="fake")],
+        progress=False,
+    ).rows
+    assert [bool(r["errors"]) for r in rows] == [False, True, True, True, False, True]
+    assert rows[0]["consens"] == rows[4]["consens"]  # RAGAS column names read the same
+    assert [r["errors"][0]["field"] for r in rows[1:4]] == ["answer", "contexts", "answer"]
+    assert rows[5]["_row"] == 5 and rows[5]["errors"][0]["field"] == "answer"
+    # A row one metric cannot score carries no score of it.
+    assert all(r.get("consens") is None for r in rows[1:4])
+
+
+def test_grounding_is_the_row_evaluate_writes() -> None:
+    """``ragsense.grounding`` goes through ``evaluate``: the same fields, and input errors raised."""
+    [row] = evaluate(
+        [{"question": Q, "contexts": DOCS, "answer": "Maria Keller."}],
+        ["attribution"],
         model="fake",
-    )
-    kinds = [type(o).__name__ for o in out]
-    assert kinds == [
-        "GroundingResult",
-        "InputError",
-        "InputError",
-        "InputError",
-        "GroundingResult",
-        "InputError",
-    ]
-    assert out[0].consens == out[4].consens  # RAGAS column names read the same
-    assert all(isinstance(o, InputError) and o.field for o in out[1:4])
-    assert "row 5" in str(out[5]) and "answer" in str(out[5])
+        progress=False,
+    ).rows
+    result = grounding(Q, DOCS, "Maria Keller.", model="fake", attribution=True)
+    assert {k: v for k, v in row.items() if k in result.to_dict()} == result.to_dict()
+    with pytest.raises(InputError, match="answer") as info:
+        grounding(Q, DOCS, "   ", model="fake")
+    assert info.value.field == "answer"
+    with pytest.raises(InputError) as info:
+        grounding(Q, [], "x", model="fake")
+    assert info.value.field == "contexts"
 
 
 def test_long_context_is_truncated_and_flagged_not_crashed() -> None:

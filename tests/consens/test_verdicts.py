@@ -12,12 +12,12 @@ from ragsense.consens import (
     DEFAULT_AGGREGATION,
     VERDICTS,
     Bands,
+    ConSens,
     default_bands,
     verdict,
 )
 from ragsense.errors import ParameterError
 from ragsense.evaluation import evaluate
-from ragsense.metrics import ConSens
 
 ROW = {
     "question": "Who designs proteins?",

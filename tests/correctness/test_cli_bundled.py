@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from ragsense.cli._main import main
+from ragsense.correctness import Correctness
+from ragsense.evaluation import evaluate
 from ragsense.experiments._correctness import squad_split
 
 FAST = ["--perturbations", "3", "--how", "single_shot", "--model", "smollm2-135m", "--threads", "2"]
@@ -33,7 +35,7 @@ def test_features_train_evaluate_predict(
     # Exit code 3: the run finished, and a row (the empty context) has an error.
     assert main(["correctness", "features", str(source), "-o", str(features), *FAST, *cache]) == 3
     lines = [json.loads(x) for x in features.read_text().splitlines()]
-    assert len(lines) == 7 and lines[2]["error"]["field"] == "context"
+    assert len(lines) == 7 and lines[2]["errors"][0]["field"] == "context"
     assert all("normal" in x for i, x in enumerate(lines) if i != 2)
     estimator = tmp_path / "est.npz"
     assert (
@@ -76,12 +78,18 @@ def test_features_train_evaluate_predict(
         == 3
     )
     estimates = [json.loads(x) for x in out.read_text().splitlines()]
-    assert len(estimates) == 7 and "error" in estimates[2]
-    good = [(e, r) for e, r in zip(estimates, rows, strict=True) if "error" not in e]
+    assert len(estimates) == 7 and estimates[2]["errors"][0]["field"] == "context"
+    good = [(e, r) for e, r in zip(estimates, rows, strict=True) if not e["errors"]]
     assert all(0 <= e["correctness"] <= 1 and e["id"] == r["id"] for e, r in good)
     # The answers are the ones the features recorded (same model, same prompt, greedy).
-    assert [e["answer"] for e in estimates if "error" not in e] == [
-        x["answer"] for x in lines if "error" not in x
+    assert [e["correctness_answer"] for e in estimates if not e["errors"]] == [
+        x["answer"] for x in lines if not x["errors"]
+    ]
+    # ``correctness predict`` is ``evaluate`` with the Correctness metric: the same records.
+    run = evaluate(str(source), [Correctness(estimator, feature_cache=tmp_path / "cache")], progress=False)
+    # (the file adds each row's input fingerprint, ``_input``, which --resume checks).
+    assert json.loads(json.dumps(run.rows)) == [
+        {k: v for k, v in e.items() if k != "_input"} for e in estimates
     ]
 
 

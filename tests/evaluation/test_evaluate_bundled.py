@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from ragsense import evaluate
+from ragsense.consens import ConSens
 from ragsense.data import read_rows, sample_rows_path
-from ragsense.metrics import ConSens, Similarity, Vera
 from ragsense.models import ModelPool, ScoreRequest
+from ragsense.similarity import Similarity
+from ragsense.vera import Vera
 
 pytestmark = pytest.mark.model
 

@@ -15,6 +15,7 @@ import pytest
 
 from ragsense import evaluate
 from ragsense.cli import main
+from ragsense.consens import ConSens
 from ragsense.data import RowError, parse_rows, read_rows, sample_rows_path, write_csv, write_parquet
 from ragsense.errors import BackendUnavailableError, InputError, ParameterError
 from ragsense.evaluation import RayEngine, read_shards
@@ -36,7 +37,6 @@ from ragsense.evaluation.engines._shards import (
     input_fingerprint,
     parse_files,
 )
-from ragsense.metrics import ConSens
 
 SAMPLE = [row.to_record() for row in read_rows(sample_rows_path())]
 

@@ -11,9 +11,8 @@ import pytest
 
 import ragsense
 from ragsense.cli import main
-from ragsense.consens import DEFAULT_AGGREGATION, Bands, default_bands
+from ragsense.consens import DEFAULT_AGGREGATION, Bands, ConSens, default_bands
 from ragsense.errors import ParameterError
-from ragsense.metrics import ConSens
 from ragsense.runs import RunStore
 
 from ._decode import page_data

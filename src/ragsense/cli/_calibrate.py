@@ -135,8 +135,8 @@ def _where(record: Mapping[str, Any], index: int) -> int | str:
 
 
 def _scoring_error(record: Mapping[str, Any], where: int | str) -> InputError | None:
-    """The first error the scoring run recorded on the row (either output format), if any."""
-    errors = record.get("errors") or ([record["error"]] if isinstance(record.get("error"), Mapping) else [])
+    """The first error the scoring run recorded on the row, if any."""
+    errors = record.get("errors")
     if not errors or not isinstance(errors, list) or not isinstance(errors[0], Mapping):
         return None
     first = errors[0]
@@ -171,8 +171,8 @@ def _read(path: str) -> tuple[list[dict[str, Any]], list[InputError | None]]:
 
 def _score(args: argparse.Namespace, path: str) -> list[dict[str, Any]]:
     """The rows scored by ConSens on the evaluation spine (nothing recorded: the fit is the product)."""
+    from ragsense.consens import ConSens
     from ragsense.evaluation import evaluate
-    from ragsense.metrics import ConSens
 
     model, options = model_spec_from_args(args)
     metric = ConSens(model, aggregation=args.aggregation, model_options=options)

@@ -19,12 +19,11 @@ from ragsense.cli._run import (
     add_run_options,
     error_text,
     fmt,
-    legacy_shape,
     question_of,
     row_id,
     run_command,
 )
-from ragsense.metrics import references
+from ragsense.correctness import references
 
 _FEATURE_FIELDS = ("baseline", "normal", "perturbed", "perturbation")
 
@@ -112,11 +111,14 @@ def add_parser(sub: Any) -> None:
     evaluate.set_defaults(run=run_evaluate)
 
     predict = actions.add_parser(
-        "predict", help="answer rows with the base model and estimate each answer's correctness"
+        "predict",
+        help="answer rows with the base model and estimate each answer's correctness",
+        description="The short name of 'ragsense evaluate --metrics correctness --estimator PATH': the same "
+        "records (correctness, correct, correctness_answer, correctness_context_truncated, errors).",
     )
     add_run_options(
         predict,
-        output_help="output .jsonl, .csv or .parquet (input fields + answer + correctness; default: stdout)",
+        output_help="output .jsonl, .csv or .parquet (input fields + correctness fields; default: stdout)",
         sample=False,
     )
     predict.add_argument("--estimator", required=True, help="estimator file (.npz)")
@@ -136,7 +138,7 @@ def add_target_options(parser: Any) -> None:
 
 
 def run_features(args: argparse.Namespace) -> int:
-    from ragsense.metrics import CorrectnessFeatures
+    from ragsense.correctness import CorrectnessFeatures
 
     if not args.output:
         raise SystemExit("ragsense correctness features: give -o/--output (features are trained on later)")
@@ -149,11 +151,15 @@ def run_features(args: argparse.Namespace) -> int:
         feature_cache=args.cache_dir,
     )
     columns = [("id", 14, row_id), ("question", 40, question_of), ("answer", 40, _answer_cell)]
-    return run_command(args, "correctness features", [step], columns, shape=legacy_shape())
+    return run_command(args, "correctness features", [step], columns)
 
 
 def _answer_cell(record: dict[str, Any]) -> str:
     return error_text(record) or str(record.get("answer", ""))
+
+
+def _predicted_answer_cell(record: dict[str, Any]) -> str:
+    return error_text(record) or str(record.get("correctness_answer", ""))
 
 
 def _load_features(path: str) -> tuple[list[Any], list[tuple[str, ...]], dict[str, Any], list[str]]:
@@ -169,8 +175,8 @@ def _load_features(path: str) -> tuple[list[Any], list[tuple[str, ...]], dict[st
         if not line.strip():
             continue
         record = json.loads(line)
-        if "error" in record:
-            skipped.append(f"line {line_no}: failed at extraction ({record['error'].get('message')})")
+        if record.get("errors"):
+            skipped.append(f"line {line_no}: failed at extraction ({record['errors'][0].get('message')})")
             continue
         if any(k not in record for k in _FEATURE_FIELDS):
             raise InputError("not a features row (run 'ragsense correctness features' first)", row=line_no)
@@ -237,7 +243,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from ragsense.metrics import Correctness
+    from ragsense.correctness import Correctness
 
     model, options = model_spec_from_args(args)
     metric = Correctness(
@@ -249,10 +255,7 @@ def run_predict(args: argparse.Namespace) -> int:
     columns = [
         ("id", 14, row_id),
         ("question", 40, question_of),
-        ("answer", 36, _answer_cell),
+        ("answer", 36, _predicted_answer_cell),
         ("correctness", 11, lambda r: fmt(r.get("correctness"))),
     ]
-    shape = legacy_shape(
-        {"correctness_answer": "answer", "correctness_context_truncated": "context_truncated"}
-    )
-    return run_command(args, "correctness predict", [metric], columns, shape=shape, stdout_default=True)
+    return run_command(args, "correctness predict", [metric], columns, stdout_default=True)

@@ -1,5 +1,5 @@
-"""``ragsense grounding``: ConSens scores for a file of RAG rows; a front on the evaluation spine that
-keeps the single-metric output format (``error`` instead of ``errors``)."""
+"""``ragsense grounding``: ConSens scores for a file of RAG rows; the short name of ``ragsense evaluate
+--metrics consens`` (or ``attribution``), writing the same records (each row's ``errors`` list)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,11 @@ from ragsense.cli._run import (
     answer_of,
     error_text,
     fmt,
-    legacy_shape,
     question_of,
     row_id,
     run_command,
 )
-from ragsense.metrics import ConSens
+from ragsense.consens import ConSens
 
 
 def add_parser(sub: Any) -> None:
@@ -45,9 +44,9 @@ def run(args: argparse.Namespace) -> int:
         ("id", 14, row_id),
         ("question", 38, question_of),
         ("answer", 44, answer_of),
-        ("consens", 7, lambda r: "-" if "error" in r else fmt(r["consens"], signed=True)),
+        ("consens", 7, lambda r: fmt(r.get("consens"), signed=True)),
         ("verdict", 16, lambda r: error_text(r) or r["verdict"]),
     ]
     if args.attribution:
         columns.append(("top doc", 7, lambda r: fmt(r.get("top_document"))))
-    return run_command(args, "grounding", [metric], columns, shape=legacy_shape())
+    return run_command(args, "grounding", [metric], columns)

@@ -1,7 +1,9 @@
 """What every scoring command shares: the run flags, one call into the spine, the table, the summary
 and the exit code. ``evaluate``, ``grounding``, ``vera evaluate|enhance`` and ``correctness
 features|predict`` all go through :func:`run_command`, so ``-o``, ``--resume``, ``--overwrite``,
-``--chunk-size``, ``--table`` and the exit codes mean the same everywhere.
+``--chunk-size``, ``--table``, the exit codes and the output records mean the same everywhere: each
+row's input fields, each metric's fields, an ``errors`` list and ``_row`` (``ragsense grounding`` writes
+what ``ragsense evaluate --metrics consens`` writes).
 
 Every run is recorded in the run store (``--store``, ``RAGSENSE_STORE``, or the user data directory;
 ``--no-store`` skips it) and can be gated (``--fail-under``, ``--max-share``, ``--junit``).
@@ -28,8 +30,6 @@ from ragsense.evaluation import (
     EngineSpec,
     Evaluation,
     Metric,
-    RowOutcome,
-    Shape,
     evaluate,
 )
 from ragsense.runs import (
@@ -150,24 +150,6 @@ def source_of(args: argparse.Namespace, command: str) -> Any:
     return sample_rows_path() if has_sample else args.input
 
 
-def legacy_shape(renames: dict[str, str] | None = None) -> Shape:
-    """The single-metric format the older commands wrote: the metric's fields at the top level (renamed
-    by ``renames``), or on failure ``"error": {"field", "message"}`` (the first error) instead."""
-    names = renames or {}
-
-    def shape(outcome: RowOutcome) -> dict[str, Any]:
-        record = dict(outcome.record)
-        if outcome.errors:
-            first = outcome.errors[0]
-            record["error"] = {"field": first.field, "message": first.message}
-        else:
-            record.update({names.get(k, k): v for k, v in outcome.fields.items()})
-        record["_row"] = outcome.index
-        return record
-
-    return shape
-
-
 def row_id(record: dict[str, Any]) -> str:
     return str(record.get("id", record.get("_row", "")))
 
@@ -181,8 +163,8 @@ def answer_of(record: dict[str, Any]) -> str:
 
 
 def error_text(record: dict[str, Any]) -> str | None:
-    """``error: FIELD`` for a row with errors (either format), else None."""
-    errors = record.get("errors") or ([record["error"]] if record.get("error") else [])
+    """``error: FIELD`` for a row with errors, else None."""
+    errors = record.get("errors")
     if not errors:
         return None
     first = errors[0]
@@ -216,7 +198,6 @@ def run_command(
     metrics: Sequence[Metric],
     columns: Columns,
     *,
-    shape: Shape | None = None,
     stdout_default: bool = False,
     extra_lines: Callable[[Evaluation], list[str]] | None = None,
     engine: EngineSpec = "local",
@@ -235,7 +216,6 @@ def run_command(
         resume=args.resume,
         overwrite=args.overwrite,
         desc=command,
-        shape=shape,
         store=store,
         tag=getattr(args, "tag", None),
         command=shlex.join(["ragsense", *getattr(args, "argv", [command])]),

@@ -1,5 +1,6 @@
-"""``ragsense vera evaluate|enhance``: VERA's three scores, decisions and edits for a file of rows; a front
-on the evaluation spine that keeps the single-metric output format (``error`` instead of ``errors``)."""
+"""``ragsense vera evaluate|enhance``: VERA's three scores, decisions and edits for a file of rows; ``vera
+evaluate`` is the short name of ``ragsense evaluate --metrics vera`` with the judge's flags, writing the
+same records (each row's ``errors`` list); ``vera enhance`` writes its edits in the same shape."""
 
 from __future__ import annotations
 
@@ -7,9 +8,8 @@ import argparse
 from typing import Any
 
 from ragsense.cli._common import model_spec_from_args
-from ragsense.cli._run import add_run_options, answer_of, fmt, legacy_shape, question_of, row_id, run_command
+from ragsense.cli._run import add_run_options, answer_of, fmt, question_of, row_id, run_command
 from ragsense.evaluation import Evaluation
-from ragsense.metrics import Vera, VeraEnhance
 from ragsense.models import shared_pool
 from ragsense.rag import answer_function
 from ragsense.vera import (
@@ -20,6 +20,8 @@ from ragsense.vera import (
     LABEL_SCORINGS,
     PROMPT_FORMATS,
     SPLITTERS,
+    Vera,
+    VeraEnhance,
 )
 
 
@@ -143,16 +145,14 @@ def run(args: argparse.Namespace) -> int:
 
     def judge_line(evaluation: Evaluation) -> list[str]:
         lines = [f"judge: {metric.evaluator.judge.description}" if metric.evaluator else ""]
-        ok = [r for r in evaluation.rows if "error" not in r]
+        ok = [r for r in evaluation.rows if not r["errors"]]
         if enhance and ok:
             lines.append(f"refused {sum(bool(r['refused']) for r in ok)} of {len(ok)} rows")
         return lines
 
-    return run_command(
-        args, f"vera {args.vera_command}", [metric], columns, shape=legacy_shape(), extra_lines=judge_line
-    )
+    return run_command(args, f"vera {args.vera_command}", [metric], columns, extra_lines=judge_line)
 
 
 def _error_message(record: dict[str, Any]) -> str | None:
-    error = record.get("error")
-    return f"error: {error.get('message', '')}" if error else None
+    errors = record.get("errors")
+    return f"error: {errors[0].get('message', '')}" if errors else None

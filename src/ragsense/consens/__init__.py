@@ -1,4 +1,7 @@
-"""ConSens context grounding: the score, leave-one-document-out attribution, the similarity baseline.
+"""ConSens context grounding: the score, leave-one-document-out attribution, the verdict bands, and the
+:class:`ConSens` metric (``--metrics consens`` / ``attribution``). Score rows with
+``ragsense.evaluate(rows, ["consens"])``; :class:`GroundingScorer` is the method's lower-level scorer,
+which the metric uses.
 
 >>> import asyncio
 >>> from ragsense.models import load_model
@@ -25,6 +28,7 @@ from ragsense.consens._math import (
     log_mean_perplexity,
     support_r,
 )
+from ragsense.consens._metric import ATTRIBUTION_FIELDS, CONSENS_FIELDS, ConSens, attribution_metric
 from ragsense.consens._prompt import PAPER_TEMPLATE, PromptTemplate
 from ragsense.consens._scorer import (
     ATTRIBUTION_AGGREGATION,
@@ -42,12 +46,13 @@ from ragsense.consens._scorer import (
     default_bands,
     verdict,
 )
-from ragsense.consens._similarity import answer_context_similarity
 from ragsense.consens._verdicts import BANDS_FORMAT, VERDICTS, Bands, resolve_bands
 
 __all__ = [
     "ATTRIBUTION_AGGREGATION",
+    "ATTRIBUTION_FIELDS",
     "BANDS_FORMAT",
+    "CONSENS_FIELDS",
     "DEFAULT_AGGREGATION",
     "DEFAULT_BANDS",
     "DEFAULT_FOLDS",
@@ -60,13 +65,14 @@ __all__ = [
     "VERDICTS",
     "Aggregation",
     "Bands",
+    "ConSens",
     "DocumentAttribution",
     "GroundingResult",
     "GroundingScorer",
     "NoContextCache",
     "PromptTemplate",
     "WordDetail",
-    "answer_context_similarity",
+    "attribution_metric",
     "calibrate_bands",
     "check_bands",
     "check_classes",

@@ -18,14 +18,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragsense.consens import ATTRIBUTION_AGGREGATION, Aggregation, GroundingResult, GroundingScorer, verdict
-from ragsense.consens._similarity import MODES, answer_context_similarity
+from ragsense.consens import (
+    ATTRIBUTION_AGGREGATION,
+    Aggregation,
+    ConSens,
+    GroundingResult,
+    GroundingScorer,
+    verdict,
+)
 from ragsense.data import PubMedQAItem, load_halueval, load_pubmedqa, load_wikieval
 from ragsense.embeddings import Embedder, load_embedder
+from ragsense.evaluation import evaluate
 from ragsense.experiments._figures import contrast, delong_against, length_baseline, verdict_figures
-from ragsense.metrics import grounding_batch
 from ragsense.models import LanguageModel
 from ragsense.rag import InMemoryVectorIndex
+from ragsense.similarity import MODES, answer_context_similarity
 from ragsense.stats import roc_auc
 from ragsense.text import content_words, split_words, unsupported_share
 
@@ -36,26 +43,21 @@ _BATCH = 16
 def _score_all(
     scorer: GroundingScorer, rows: list[Row], *, attribution: bool, desc: str
 ) -> list[GroundingResult]:
-    """ConSens of every row through the evaluation runner (the one batch loop), with the scorer's
-    model, template and aggregation; experiment data is fixed and checked, so a failing row is a bug."""
+    """ConSens of every row through ``evaluate`` (the one batch loop), with the scorer's model, template
+    and aggregation; experiment data is fixed and checked, so a failing row is a bug."""
     records = [
         {"id": str(i), "question": q, "contexts": list(c), "answer": a} for i, (q, c, a) in enumerate(rows)
     ]
-    results = grounding_batch(
-        records,
-        model=scorer.model,
-        attribution=attribution,
-        aggregation=scorer.aggregation,
-        template=scorer.template,
-        batch_size=_BATCH,
-        progress=True,
-        desc=desc,
+    metric = ConSens(
+        scorer.model, attribution=attribution, aggregation=scorer.aggregation, template=scorer.template
     )
+    run = evaluate(records, [metric], chunk_size=_BATCH, progress=True, desc=desc)
     out: list[GroundingResult] = []
-    for result in results:
-        if not isinstance(result, GroundingResult):
-            raise result
-        out.append(result)
+    for record in run.rows:
+        if record["errors"]:
+            first = record["errors"][0]
+            raise RuntimeError(f"row {record['id']}: {first['metric']} {first['field']}: {first['message']}")
+        out.append(GroundingResult.from_dict(record))
     return out
 
 

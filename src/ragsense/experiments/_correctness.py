@@ -28,6 +28,7 @@ from ragsense._async import run_sync
 from ragsense.cache import cache_dir
 from ragsense.correctness import (
     DEFAULT_AGGREGATES,
+    FEATURE_FIELDS,
     CorrectnessEstimator,
     CorrectnessSample,
     FeatureExtractor,
@@ -46,7 +47,6 @@ from ragsense.experiments._correctness_report import (
     forest_fit_predict,
     plot_reliability,
 )
-from ragsense.metrics import FEATURE_FIELDS
 from ragsense.models import LanguageModel, load_model
 
 N_TRAIN, N_EVAL = 2100, 900

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragsense.consens import Aggregation, GroundingScorer
-from ragsense.consens._similarity import MODES, answer_context_similarity
 from ragsense.data import load_faithbench
 from ragsense.embeddings import load_embedder
 from ragsense.experiments._consens import Pair, Row, _header, _score_all, _write
 from ragsense.experiments._figures import unpaired
 from ragsense.models import LanguageModel
+from ragsense.similarity import MODES, answer_context_similarity
 from ragsense.stats import roc_auc
 from ragsense.text import unsupported_share
 

@@ -1,7 +1,7 @@
 """The check itself, on the evaluation spine: rows -> ConSens (and VERA) through ``run_rows`` -> policy.
 
 There is no second scoring path here. A micro-batch's rows go through the same runner and the same
-:class:`~ragsense.metrics.ConSens` metric that ``ragsense evaluate`` uses, so every result carries
+:class:`~ragsense.consens.ConSens` metric that ``ragsense evaluate`` uses, so every result carries
 exactly the fields ``evaluate`` writes (``consens``, ``verdict``, ``words``, ``attribution``, ...). The
 guard adds only the policy (``passed`` against ``min_consens``) and ``weakest_words``, which is read
 off ``words``.
@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragsense._async import run_sync
-from ragsense.consens import GROUNDED_AT, Bands
+from ragsense.consens import GROUNDED_AT, Bands, ConSens
 from ragsense.data import RagRow
 from ragsense.errors import ParameterError
 from ragsense.evaluation import Metric, run_rows
 from ragsense.guard._schema import CheckRow
-from ragsense.metrics import ConSens, Vera
 from ragsense.models import LanguageModel, ModelPool, ModelSpec, shared_pool
+from ragsense.vera import Vera
 
 # Input fields the client sent: not echoed back (the answer text stays with the caller).
 _INPUT_FIELDS = ("id", "question", "contexts", "answer", "_row")

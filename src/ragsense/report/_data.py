@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragsense.metrics import ATTRIBUTION_FIELDS, CONSENS_FIELDS
+from ragsense.consens import ATTRIBUTION_FIELDS, CONSENS_FIELDS
 from ragsense.report._summary import row_errors, row_key
 from ragsense.report._texts import ReportLimits, cut, fair_cap, milli, round4, short_text
 

@@ -151,7 +151,7 @@ def assert_grounded(
     answer is not grounded: consens -0.462 < min_consens +0.830 (verdict 'ungrounded', support, model fake)
     """
     __tracebackhide__ = True  # pytest shows the test's line and the message, not this function
-    from ragsense.metrics import ConSens
+    from ragsense.consens import ConSens
 
     # One string is one document; any other iterable is read once here (a generator would be spent).
     docs: Any = [contexts] if isinstance(contexts, str) else contexts

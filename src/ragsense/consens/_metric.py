@@ -1,29 +1,27 @@
-"""ConSens (and leave-one-document-out attribution) as a :class:`~ragsense.evaluation.Metric`, and the
-one-call functions ``ragsense.grounding`` / ``ragsense.grounding_batch`` built on the same runner."""
+"""ConSens (and leave-one-document-out attribution) as a :class:`~ragsense.contract.Metric`: what
+``evaluate(..., metrics=["consens"])`` runs. It scores through the :class:`GroundingScorer` the method
+defines beside it; ``ragsense.grounding`` is the one-row convenience over ``evaluate``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragsense._async import run_sync
-from ragsense.consens import (
+from ragsense.consens._math import Aggregation
+from ragsense.consens._prompt import PromptTemplate
+from ragsense.consens._scorer import (
     DEFAULT_AGGREGATION,
     NO_CONTEXT_CACHE,
-    VERDICTS,
-    Aggregation,
-    Bands,
     GroundingResult,
     GroundingScorer,
     NoContextCache,
-    PromptTemplate,
     check_bands,
-    resolve_bands,
 )
-from ragsense.data import RagRow, RowError, parse_rows
-from ragsense.errors import InputError, ModelCallError, ParameterError
-from ragsense.evaluation import Needs, run_rows
-from ragsense.models import ModelPool, ModelSpec, shared_pool
+from ragsense.consens._verdicts import VERDICTS, Bands, resolve_bands
+from ragsense.contract import Needs
+from ragsense.data import RagRow
+from ragsense.errors import InputError, ParameterError
+from ragsense.models import ModelPool, ModelSpec
 
 CONSENS_FIELDS = (
     "consens",
@@ -53,7 +51,7 @@ class ConSens:
     verdict bands (a :class:`~ragsense.consens.Bands` or the path of a file ``ragsense calibrate``
     wrote; default: the aggregation's default bands); they must have been fitted on ``aggregation``.
 
-    >>> from ragsense.evaluation import evaluate
+    >>> from ragsense import evaluate
     >>> run = evaluate([{"question": "Who designs proteins?",
     ...                  "contexts": ["David Baker designs proteins in Seattle."],
     ...                  "answer": "David Baker, in Seattle."}], [ConSens(model="fake")], progress=False)
@@ -146,97 +144,3 @@ class ConSens:
 def attribution_metric(model: ModelSpec | None = None, **options: Any) -> ConSens:
     """``--metrics attribution``: ConSens with leave-one-document-out attribution."""
     return ConSens(model, attribution=True, **options)
-
-
-def grounding(
-    question: str,
-    contexts: str | Sequence[str],
-    answer: str,
-    *,
-    model: ModelSpec | None = None,
-    attribution: bool = False,
-    aggregation: Aggregation | str = DEFAULT_AGGREGATION,
-    template: PromptTemplate | None = None,
-    bands: Bands | str | None = None,
-) -> GroundingResult:
-    """ConSens grounding score of ``answer`` to ``question`` given ``contexts`` (a string or documents).
-
-    ``bands``: verdict bands (a :class:`~ragsense.consens.Bands` or a bands file), as for
-    :class:`ConSens`. Raises :class:`~ragsense.errors.InputError` for unusable input.
-
-    >>> r = grounding("Where is the Eiffel Tower?", "The Eiffel Tower stands in Paris, France.",
-    ...               "It stands in Paris, France.", model="fake")
-    >>> r.consens > 0, r.verdict
-    (True, 'grounded')
-    """
-    docs = [contexts] if isinstance(contexts, str) else list(contexts)
-    row = {"question": question, "contexts": docs, "answer": answer}
-    [result] = grounding_batch(
-        [row], model=model, attribution=attribution, aggregation=aggregation, template=template, bands=bands
-    )
-    if isinstance(result, InputError):
-        raise InputError(result.reason, field=result.field)
-    if isinstance(result, ModelCallError):
-        raise result
-    return result
-
-
-def grounding_batch(
-    rows: Iterable[RagRow | Mapping[str, Any]],
-    *,
-    model: ModelSpec | None = None,
-    attribution: bool = False,
-    aggregation: Aggregation | str = DEFAULT_AGGREGATION,
-    template: PromptTemplate | None = None,
-    batch_size: int = 16,
-    pool: ModelPool | None = None,
-    progress: bool = False,
-    desc: str = "grounding",
-    bands: Bands | str | None = None,
-) -> list[GroundingResult | InputError | ModelCallError]:
-    """Score many rows (``RagRow`` objects or dicts with the usual or RAGAS field names).
-
-    One result per row, in order: a :class:`GroundingResult`, the :class:`InputError` that names the
-    row and field of a row that could not be scored, or a :class:`ModelCallError` where the model
-    failed on that row. Good rows are never lost to a bad one. Runs on the evaluation runner with
-    ``chunk_size=batch_size``; ``progress`` shows a bar on a terminal.
-
-    >>> out = grounding_batch([{"question": "Q?", "context": "Cats purr.", "answer": "Cats purr."},
-    ...                        {"question": "Q?", "context": "Cats purr.", "answer": ""}], model="fake")
-    >>> [type(o).__name__ for o in out]
-    ['GroundingResult', 'InputError']
-    """
-    metric = ConSens(model, attribution=attribution, aggregation=aggregation, template=template, bands=bands)
-    return run_sync(
-        _grounding_rows(
-            list(rows), metric, batch_size, pool if pool is not None else shared_pool(), progress, desc
-        )
-    )
-
-
-async def _grounding_rows(
-    rows: list[RagRow | Mapping[str, Any]],
-    metric: ConSens,
-    batch_size: int,
-    pool: ModelPool,
-    progress: bool,
-    desc: str,
-) -> list[GroundingResult | InputError | ModelCallError]:
-    raws = [r for r in rows if not isinstance(r, RagRow)]
-    parsed = iter(parse_rows(raws, require_answer=False))
-    items = [r if isinstance(r, RagRow) else next(parsed) for r in rows]
-    await metric.setup(pool)
-    records, _ = await run_rows(items, [metric], chunk_size=batch_size, progress=progress, desc=desc)
-    out: list[GroundingResult | InputError | ModelCallError] = []
-    for item, record in zip(items, records, strict=True):
-        errors = record["errors"]
-        if errors:
-            first = errors[0]
-            where = item.id if item.id is not None else (item.index if isinstance(item, RowError) else None)
-            if first["field"] is None and first["metric"] == metric.name:
-                out.append(ModelCallError(f"row {where}: {first['message']}"))
-            else:
-                out.append(InputError(first["message"], row=where, field=first["field"]))
-        else:
-            out.append(GroundingResult.from_dict(record))
-    return out

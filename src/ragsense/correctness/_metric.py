@@ -1,5 +1,6 @@
-"""Correctness estimation by context perturbation (Zhang et al.) as a metric: the base model answers each
-question from its context, and a trained estimator predicts how correct that answer is."""
+"""Correctness estimation by context perturbation (Zhang et al.) as a metric (``--metrics correctness``):
+the base model answers each question from its context, and a trained estimator predicts how correct
+that answer is. Also the features step ``ragsense correctness features`` runs."""
 
 from __future__ import annotations
 
@@ -10,12 +11,9 @@ from typing import Any
 
 from ragsense.cache import cache_dir
 from ragsense.contract import Needs
-from ragsense.correctness import (
-    CorrectnessEstimator,
-    CorrectnessSample,
-    FeatureExtractor,
-    PerturbationSettings,
-)
+from ragsense.correctness._estimator import CorrectnessEstimator
+from ragsense.correctness._features import CorrectnessSample, FeatureExtractor
+from ragsense.correctness._perturb import PerturbationSettings
 from ragsense.data import RagRow
 from ragsense.errors import ParameterError
 from ragsense.models import LanguageModel, ModelPool, ModelSpec

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ragsense.consens import answer_context_similarity
-from ragsense.consens._similarity import MODES, SimilarityMode
 from ragsense.contract import Needs
 from ragsense.data import RagRow
 from ragsense.embeddings import DEFAULT_EMBEDDER, Embedder, load_embedder
 from ragsense.errors import ParameterError
 from ragsense.models import ModelPool
+from ragsense.similarity._math import MODES, SimilarityMode, answer_context_similarity
+
+SIMILARITY_FIELDS = ("similarity", "similarity_mode", "embedder")
 
 
 class Similarity:
@@ -25,7 +26,7 @@ class Similarity:
 
     name = "similarity"
     needs = Needs(("contexts", "answer"))
-    fields = ("similarity", "similarity_mode", "embedder")
+    fields = SIMILARITY_FIELDS
     scores = ("similarity",)
     verdict = None
 

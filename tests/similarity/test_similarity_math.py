@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragsense.consens._similarity import answer_context_similarity, context_windows
 from ragsense.embeddings import CachedEmbedder, MiniLMEmbedder, Vectors
+from ragsense.similarity._math import answer_context_similarity, context_windows
 
 CURIE = "Marie Curie discovered polonium and radium in 1898 together with her husband Pierre."
 FILLER = " ".join(
@@ -147,6 +147,6 @@ def test_any_embedder_works_and_the_cache_keeps_token_counting(
 
 
 def test_doctests() -> None:
-    result = doctest.testmod(importlib.import_module("ragsense.consens._similarity"))
+    result = doctest.testmod(importlib.import_module("ragsense.similarity._math"))
     assert result.attempted > 0
     assert result.failed == 0
