@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsense.data import write_csv, write_jsonl, write_parquet
-from ragsense.errors import ParameterError
+from ragsense.errors import ParameterError, RagsenseError
 
 OUTPUT_SUFFIXES = (".jsonl", ".csv", ".parquet")
 
@@ -60,7 +60,7 @@ def save_rows(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -
     return Path(path)
 
 
-class OutputInUseError(FileExistsError):
+class OutputInUseError(RagsenseError, FileExistsError):
     """Another run holds the output's lock file: two runs writing one output would lose or interleave
     rows, so the second is refused (a usage error, exit 2)."""
 

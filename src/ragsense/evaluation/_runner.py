@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from ragsense.contract import INPUT, ErrorRecord, RowOutcome, RunItem, Step
 from ragsense.data import JsonlWriter, RowError, dumps_json
-from ragsense.errors import OutputExistsError
+from ragsense.errors import OutputExistsError, RagsenseError
 from ragsense.evaluation._shards import INPUT_KEY
 
 logger = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ ChunkSink = Callable[[Sequence[RunItem], Sequence[dict[str, Any]]], None]
 from the output being resumed), in input order: how the run store keeps a run as it goes."""
 
 
-class ResultCountError(ValueError):
+class ResultCountError(RagsenseError, ValueError):
     """A metric returned a different number of results than rows it was given (a bug in the metric)."""
 
 
