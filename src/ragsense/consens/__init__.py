@@ -42,7 +42,7 @@ from ragsense.consens._scorer import (
     default_bands,
     verdict,
 )
-from ragsense.consens._similarity import answer_context_similarity
+from ragsense.consens._similarity import MODES, SimilarityMode, answer_context_similarity
 from ragsense.consens._verdicts import BANDS_FORMAT, VERDICTS, Bands, resolve_bands
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "DEFAULT_MIN_PER_CLASS",
     "DEFAULT_TARGET_PRECISION",
     "GROUNDED_AT",
+    "MODES",
     "NO_CONTEXT_CACHE",
     "PAPER_TEMPLATE",
     "UNGROUNDED_BELOW",
@@ -65,6 +66,7 @@ __all__ = [
     "GroundingScorer",
     "NoContextCache",
     "PromptTemplate",
+    "SimilarityMode",
     "WordDetail",
     "answer_context_similarity",
     "calibrate_bands",

@@ -30,7 +30,7 @@ from ragsense.evaluation._evaluation import (
 )
 from ragsense.evaluation._inputs import Data, rows_from
 from ragsense.evaluation._outputs import OUTPUT_SUFFIXES, check_output, save_rows, working_file
-from ragsense.evaluation._ray_engine import Engine, RayEngine
+from ragsense.evaluation._ray_engine import Engine, RayEngine, require_ray
 from ragsense.evaluation._registry import (
     DEFAULT_METRICS,
     ENTRY_POINT_GROUP,
@@ -72,6 +72,7 @@ __all__ = [
     "errors_of",
     "evaluate",
     "read_shards",
+    "require_ray",
     "resolve_metrics",
     "rows_from",
     "run_rows",

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ragsense._async import run_sync
-from ragsense.consens._verdicts import Bands, resolve_bands
+from ragsense.consens import Bands, resolve_bands
 from ragsense.contract import Metric, RunItem
 from ragsense.data import RowOrError
 from ragsense.errors import OutputExistsError, ParameterError

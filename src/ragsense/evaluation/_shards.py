@@ -31,9 +31,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from ragsense._version import __version__
-from ragsense.data import RowError, RowOrError, dumps_json, read_files, require_module
-from ragsense.data._io import SUFFIXES
-from ragsense.data._tabular import _column
+from ragsense.data import SUFFIXES, RowError, RowOrError, arrow_column, dumps_json, read_files, require_module
 from ragsense.errors import InputError, ParameterError
 from ragsense.runs import InputHasher
 
@@ -222,7 +220,7 @@ def encode_shard(records: Sequence[Mapping[str, Any]], shard_format: ShardFormat
     absent: dict[str, list[int]] = {}
     for name in names:
         values = [r.get(name) for r in records]
-        array = _column(values)
+        array = arrow_column(values)
         if pa.types.is_floating(array.type) and any(type(v) is int for v in values):
             # Arrow would store 1 as 1.0; JSON text keeps the int an int.
             array = pa.array([None if v is None else json.dumps(v) for v in values])

@@ -18,8 +18,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragsense.consens import ATTRIBUTION_AGGREGATION, Aggregation, GroundingResult, GroundingScorer, verdict
-from ragsense.consens._similarity import MODES, answer_context_similarity
+from ragsense.consens import (
+    ATTRIBUTION_AGGREGATION,
+    MODES,
+    Aggregation,
+    GroundingResult,
+    GroundingScorer,
+    answer_context_similarity,
+    verdict,
+)
 from ragsense.data import PubMedQAItem, load_halueval, load_pubmedqa, load_wikieval
 from ragsense.embeddings import Embedder, load_embedder
 from ragsense.experiments._figures import contrast, delong_against, length_baseline, verdict_figures

@@ -12,8 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from ragsense.consens import Aggregation, GroundingScorer
-from ragsense.consens._similarity import MODES, answer_context_similarity
+from ragsense.consens import MODES, Aggregation, GroundingScorer, answer_context_similarity
 from ragsense.data import load_faithbench
 from ragsense.embeddings import load_embedder
 from ragsense.experiments._consens import Pair, Row, _header, _score_all, _write

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ragsense.consens import answer_context_similarity
-from ragsense.consens._similarity import MODES, SimilarityMode
+from ragsense.consens import MODES, SimilarityMode, answer_context_similarity
 from ragsense.contract import Needs
 from ragsense.data import RagRow
 from ragsense.embeddings import DEFAULT_EMBEDDER, Embedder, load_embedder
