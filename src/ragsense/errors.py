@@ -2,9 +2,34 @@
 
 from __future__ import annotations
 
+__all__ = [
+    "BackendUnavailableError",
+    "CapabilityError",
+    "InputError",
+    "ModelCallError",
+    "ModelNotFoundError",
+    "OutputExistsError",
+    "ParameterError",
+    "RagsenseError",
+]
+
 
 class RagsenseError(Exception):
-    """Base class of every ragsense error."""
+    """Base class of every ragsense error: what the library raises on purpose (bad input, a bad setting,
+    a missing backend, a refused request), as opposed to a bug. The command line reports these with
+    :meth:`for_cli` and exits 2 (``ragsense.cli._main.EXIT_CODES``).
+
+    Classes defined in other packages derive from it too (``RunNotFoundError``, ``GateSpecError``,
+    ``GuardError``, ...), keeping the builtin base their callers catch (``ValueError``, ``LookupError``).
+
+    >>> from ragsense.runs import RunNotFoundError
+    >>> issubclass(RunNotFoundError, RagsenseError) and issubclass(RunNotFoundError, LookupError)
+    True
+    """
+
+    def for_cli(self) -> str:
+        """The message in the command line's words (flags, not Python keywords); ``str()`` by default."""
+        return str(self)
 
 
 class InputError(RagsenseError, ValueError):
