@@ -11,6 +11,7 @@ __all__ = [
     "OutputExistsError",
     "ParameterError",
     "RagsenseError",
+    "ResumeError",
 ]
 
 
@@ -62,6 +63,11 @@ class CapabilityError(RagsenseError, TypeError):
 
 class ModelCallError(RagsenseError, RuntimeError):
     """A model call failed (server unreachable, timeout, malformed response)."""
+
+
+class ResumeError(RagsenseError, ValueError):
+    """An output cannot be resumed by this run: it was written for other input rows, other metrics or
+    other settings, or it is not a ragsense output. The message names the file and the way out."""
 
 
 class ParameterError(RagsenseError, ValueError):

@@ -130,7 +130,7 @@ async def aevaluate(
         check_output(output)  # an unknown suffix is refused before anything else
     to_stdout = output is not None and str(output) == "-"
     if to_stdout and resume:
-        raise ValueError("cannot resume a run written to stdout; give an output file")
+        raise ParameterError("cannot resume a run written to stdout; give an output file", parameter="output")
     target = None if output is None or to_stdout else Path(output)
     working = None if output is None else ("-" if to_stdout else working_file(output))
     # The lock is taken and the output checked before a row is read, a model loaded or the run entered

@@ -347,7 +347,7 @@ def evaluate_on_ray(
     if output is not None and str(output) == "-":
         raise ParameterError("the Ray engine writes a folder of shards; give a folder", parameter="output")
     if resume and output is None:
-        raise ValueError("cannot resume a run without an output folder")
+        raise ParameterError("cannot resume a run without an output folder", parameter="output")
     started = time.perf_counter()
     folder = None if output is None else ShardFolder(output)
     if folder is not None and not (resume or overwrite) and folder.holds_run():
