@@ -2,9 +2,35 @@
 
 from __future__ import annotations
 
+__all__ = [
+    "BackendUnavailableError",
+    "CapabilityError",
+    "InputError",
+    "ModelCallError",
+    "ModelNotFoundError",
+    "OutputExistsError",
+    "ParameterError",
+    "RagsenseError",
+    "ResumeError",
+]
+
 
 class RagsenseError(Exception):
-    """Base class of every ragsense error."""
+    """Base class of every ragsense error: what the library raises on purpose (bad input, a bad setting,
+    a missing backend, a refused request), as opposed to a bug. The command line reports these with
+    :meth:`for_cli` and exits 2 (``ragsense.cli._main.EXIT_CODES``).
+
+    Classes defined in other packages derive from it too (``RunNotFoundError``, ``GateSpecError``,
+    ``GuardError``, ...), keeping the builtin base their callers catch (``ValueError``, ``LookupError``).
+
+    >>> from ragsense.runs import RunNotFoundError
+    >>> issubclass(RunNotFoundError, RagsenseError) and issubclass(RunNotFoundError, LookupError)
+    True
+    """
+
+    def for_cli(self) -> str:
+        """The message in the command line's words (flags, not Python keywords); ``str()`` by default."""
+        return str(self)
 
 
 class InputError(RagsenseError, ValueError):
@@ -42,6 +68,11 @@ class CapabilityError(RagsenseError, TypeError):
 
 class ModelCallError(RagsenseError, RuntimeError):
     """A model call failed (server unreachable, timeout, malformed response)."""
+
+
+class ResumeError(RagsenseError, ValueError):
+    """An output cannot be resumed by this run: it was written for other input rows, other metrics or
+    other settings, or it is not a ragsense output. The message names the file and the way out."""
 
 
 class ParameterError(RagsenseError, ValueError):

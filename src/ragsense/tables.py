@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+__all__ = ["render_table", "shorten", "terminal_safe"]
+
 # Bidirectional embeddings, overrides and isolates: they reorder what a terminal shows ("Trojan
 # Source"), so they are escaped like control characters.
 _BIDI = frozenset([*range(0x202A, 0x202F), *range(0x2066, 0x206A)])

@@ -70,7 +70,7 @@ def model_name_from_args(args: argparse.Namespace) -> str:
     if args.model:
         return str(args.model)
     if args.base_url:
-        from ragsense.models._openai_server import served_model_ids
+        from ragsense.models import served_model_ids
 
         return "openai:" + served_model_ids(args.base_url)[0]
     return DEFAULT_MODEL

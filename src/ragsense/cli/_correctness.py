@@ -16,6 +16,7 @@ from typing import Any
 
 from ragsense.cli._common import model_spec_from_args
 from ragsense.cli._run import (
+    UsageExit,
     add_run_options,
     error_text,
     fmt,
@@ -141,7 +142,7 @@ def run_features(args: argparse.Namespace) -> int:
     from ragsense.correctness import CorrectnessFeatures
 
     if not args.output:
-        raise SystemExit("ragsense correctness features: give -o/--output (features are trained on later)")
+        raise UsageExit("ragsense correctness features: give -o/--output (features are trained on later)")
     model, options = model_spec_from_args(args)
     step = CorrectnessFeatures(
         model,

@@ -6,7 +6,16 @@ import argparse
 from typing import Any
 
 from ragsense.cli._common import add_consens_options, model_spec_from_args
-from ragsense.cli._run import Columns, add_run_options, error_text, fmt, question_of, row_id, run_command
+from ragsense.cli._run import (
+    Columns,
+    UsageExit,
+    add_run_options,
+    error_text,
+    fmt,
+    question_of,
+    row_id,
+    run_command,
+)
 from ragsense.errors import ParameterError
 from ragsense.evaluation import (
     DEFAULT_METRICS,
@@ -15,9 +24,9 @@ from ragsense.evaluation import (
     RayEngine,
     available_metrics,
     create_metric,
+    require_ray,
     resolve_metrics,
 )
-from ragsense.evaluation.engines import require_ray
 
 
 def add_parser(sub: Any) -> None:
@@ -28,7 +37,8 @@ def add_parser(sub: Any) -> None:
             "Score every row with each chosen metric. The output keeps every input field and adds each "
             "metric's fields (docs/metrics.md) and an 'errors' list; a row one metric cannot score is "
             "still scored by the others. Exit codes: 0 every row scored and every gate passed, 3 some "
-            "rows have errors, 4 a gate failed (--max-share, --fail-under), 2 usage or setup error."
+            "rows have errors, 4 a gate failed (--max-share, --fail-under), 2 usage or setup error, 1 an "
+            "internal error (a bug: please report it; RAGSENSE_DEBUG=1 prints the traceback)."
         ),
     )
     add_run_options(
@@ -157,10 +167,10 @@ def engine_from_args(args: argparse.Namespace) -> EngineSpec:
     if args.engine == "local":
         given = [flag for flag, used in ray_only.items() if used]
         if given:
-            raise SystemExit(f"ragsense evaluate: {', '.join(given)} needs --engine ray")
+            raise UsageExit(f"ragsense evaluate: {', '.join(given)} needs --engine ray")
         return "local"
     if args.output == "-":
-        raise SystemExit("ragsense evaluate: --engine ray writes a folder of shards; give -o FOLDER")
+        raise UsageExit("ragsense evaluate: --engine ray writes a folder of shards; give -o FOLDER")
     try:
         engine = RayEngine(
             address=args.address,
@@ -171,7 +181,7 @@ def engine_from_args(args: argparse.Namespace) -> EngineSpec:
             shard_format=args.shard_format,
         )
     except ParameterError as exc:
-        raise SystemExit(f"ragsense evaluate: {exc}") from None
+        raise UsageExit(f"ragsense evaluate: {exc}") from None
     require_ray()  # the missing extra is named before any model loads
     return engine
 

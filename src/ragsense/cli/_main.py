@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from ragsense._version import __version__
@@ -24,11 +25,39 @@ from ragsense.cli import (
     _vera,
 )
 from ragsense.cli._run import EXIT_USAGE
-from ragsense.errors import OutputExistsError, RagsenseError
-from ragsense.runs import RunNotFoundError, StoreVersionError
+from ragsense.errors import RagsenseError
+from ragsense.evaluation import ResultCountError
 
+EXIT_INTERNAL = 1
+"""A bug, in ragsense or in a plug-in it loaded: the code Python itself exits with on an uncaught error."""
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT: Ctrl-C."""
 EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE: what a Unix tool exits with when its reader went away (``ragsense runs --json | head``)."""
+
+DEBUG_ENV = "RAGSENSE_DEBUG"
+"""Set (to anything but empty or ``0``) to print the traceback of an error the command line reports."""
+
+EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    # A metric that returned the wrong number of results broke its contract: a bug (often a
+    # plug-in's), not the user's doing, though it is a RagsenseError like everything ragsense raises.
+    (ResultCountError, EXIT_INTERNAL),
+    # Every error ragsense raises on purpose: bad input or setting, unknown model, missing backend,
+    # unreachable server, existing output, unreadable run store. Checked before the builtin bases
+    # some of them keep (ValueError, LookupError) for Python callers.
+    (RagsenseError, EXIT_USAGE),
+    # A path the user gave that is missing, in the way, or not theirs to read or write.
+    (FileNotFoundError, EXIT_USAGE),
+    (FileExistsError, EXIT_USAGE),
+    (IsADirectoryError, EXIT_USAGE),
+    (NotADirectoryError, EXIT_USAGE),
+    (PermissionError, EXIT_USAGE),
+    (KeyboardInterrupt, EXIT_INTERRUPTED),
+    (BrokenPipeError, EXIT_BROKEN_PIPE),
+)
+"""What an exception escaping a subcommand exits with: the first entry the exception is an instance of
+wins, and anything else (a plain ValueError or TypeError included) is a bug, :data:`EXIT_INTERNAL`.
+The scoring commands' own codes (0, 3, 4) are returned, not raised; argparse exits 2 by itself."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -73,21 +102,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
         code: int = args.run(args)
-    except OutputExistsError as exc:  # the flags, not the Python keywords
-        print(f"ragsense: error: {exc.for_cli()}", file=sys.stderr)
-        return EXIT_USAGE
-    except (RagsenseError, FileNotFoundError, FileExistsError, RunNotFoundError, StoreVersionError) as exc:
-        print(f"ragsense: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except ValueError as exc:  # a resume that does not match its output file, a bad parameter value
-        print(f"ragsense: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("ragsense: interrupted; finished rows are saved (continue with --resume)", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
+    except (Exception, KeyboardInterrupt) as exc:  # SystemExit (argparse, UsageExit) passes through
+        return report_error(exc)
+    return code
+
+
+def exit_code(error: BaseException) -> int:
+    """The exit code of an exception that ended a subcommand (:data:`EXIT_CODES`).
+
+    >>> from ragsense.errors import ParameterError
+    >>> exit_code(ParameterError("must be positive", parameter="chunk_size"))
+    2
+    >>> exit_code(ValueError("a bug"))
+    1
+    """
+    for kind, code in EXIT_CODES:
+        if isinstance(error, kind):
+            return code
+    return EXIT_INTERNAL
+
+
+def report_error(error: BaseException) -> int:
+    """Tell the user about ``error`` on stderr in one line (a bug in three) and return its exit code."""
+    code = exit_code(error)
+    if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+        traceback.print_exception(error)
+    if code == EXIT_BROKEN_PIPE:
         _silence_stdout()
-        return EXIT_BROKEN_PIPE
+    elif code == EXIT_INTERRUPTED:
+        print("ragsense: interrupted; finished rows are saved (continue with --resume)", file=sys.stderr)
+    elif code == EXIT_INTERNAL:
+        # Not "error: <message>" alone: a bug's message reads like advice the user cannot act on.
+        print(
+            f"ragsense: internal error: {type(error).__name__}: {error}\n"
+            "ragsense: this is a bug in ragsense or in a plug-in it loaded; please report it with the "
+            f"command line (set {DEBUG_ENV}=1 to see the traceback)",
+            file=sys.stderr,
+        )
+    else:
+        message = error.for_cli() if isinstance(error, RagsenseError) else str(error)
+        print(f"ragsense: error: {message}", file=sys.stderr)
     return code
 
 

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from ragsense.cli._run import UsageExit
 from ragsense.runs import RunStore, StoredRun, compare_runs, format_comparison
 from ragsense.tables import render_table, terminal_safe
 
@@ -67,7 +68,7 @@ def run_runs(args: argparse.Namespace) -> int:
     store = _store(args)
     if args.action == "show":
         if not args.ref:
-            raise SystemExit("ragsense runs show: give a run (id, prefix, tag or 'latest')")
+            raise UsageExit("ragsense runs show: give a run (id, prefix, tag or 'latest')")
         stored = store.get(args.ref)
         if args.json:
             print(json.dumps(stored.to_dict(), indent=2))
@@ -76,7 +77,7 @@ def run_runs(args: argparse.Namespace) -> int:
         print(terminal_safe(_describe(stored), keep_newlines=True))
         return 0
     if args.ref:
-        raise SystemExit("ragsense runs: to see one run, use 'ragsense runs show RUN'")
+        raise UsageExit("ragsense runs: to see one run, use 'ragsense runs show RUN'")
     listed = store.list_runs(tag=args.tag, limit=args.limit)
     if args.json:
         print(json.dumps([r.to_dict() for r in listed], indent=2))

@@ -25,6 +25,7 @@ from ragsense.data._datasets import (
     load_wikieval,
 )
 from ragsense.data._io import (
+    SUFFIXES,
     JsonlWriter,
     RowError,
     RowOrError,
@@ -36,7 +37,7 @@ from ragsense.data._io import (
     write_jsonl,
 )
 from ragsense.data._schema import ALIASES, RagRow, parse_row
-from ragsense.data._tabular import plain_record, plain_value, require_module, write_parquet
+from ragsense.data._tabular import arrow_column, plain_record, plain_value, require_module, write_parquet
 
 
 def sample_rows_path() -> Path:
@@ -55,6 +56,7 @@ def sample_rows_path() -> Path:
 __all__ = [
     "ALIASES",
     "DATA_DIR_ENV",
+    "SUFFIXES",
     "FaithBenchItem",
     "HaluEvalItem",
     "JsonlWriter",
@@ -64,6 +66,7 @@ __all__ = [
     "RowOrError",
     "SquadItem",
     "WikiEvalItem",
+    "arrow_column",
     "default_data_dir",
     "dumps_json",
     "load_faithbench",

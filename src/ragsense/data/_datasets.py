@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragsense.errors import InputError
+
 DATA_DIR_ENV = "RAGSENSE_DATA_DIR"
 _LAST_RESORT = Path("/work/shared/data")
 
@@ -82,7 +84,7 @@ def _strip_prefix(text: str, prefix: str) -> str:
 
 def _str_list(value: Any, what: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ValueError(f"{what} must be a list of strings")
+        raise InputError(f"{what} must be a list of strings")
     return list(value)
 
 
@@ -149,7 +151,7 @@ def load_pubmedqa(path: str | os.PathLike[str] | None = None) -> list[PubMedQAIt
         contexts = _str_list(raw["CONTEXTS"], f"{file} PMID {pmid} CONTEXTS")
         labels = _str_list(raw["LABELS"], f"{file} PMID {pmid} LABELS")
         if len(labels) != len(contexts):
-            raise ValueError(f"{file} PMID {pmid}: {len(contexts)} CONTEXTS but {len(labels)} LABELS")
+            raise InputError(f"{file} PMID {pmid}: {len(contexts)} CONTEXTS but {len(labels)} LABELS")
         items.append(
             PubMedQAItem(
                 pmid=pmid,
@@ -196,7 +198,7 @@ def load_halueval(path: str | os.PathLike[str] | None = None) -> list[HaluEvalIt
             raw = json.loads(line)
             missing = [f for f in fields if not isinstance(raw.get(f), str)]
             if missing:
-                raise ValueError(f"{file} row {number}: field {missing[0]!r} is missing or not a string")
+                raise InputError(f"{file} row {number}: field {missing[0]!r} is missing or not a string")
             items.append(HaluEvalItem(str(number), *(raw[f].strip() for f in fields)))
     return items
 

@@ -114,7 +114,7 @@ def _parquet_batches(handle: Any) -> Iterator[dict[str, Any]]:
             yield plain_record(raw)
 
 
-def _column(values: list[Any]) -> Any:
+def arrow_column(values: list[Any]) -> Any:
     """An Arrow array for one column: scalars typed, lists of strings as lists, other nested values as
     JSON text (metric details vary in shape from row to row; JSON keeps them whole)."""
     import pyarrow as pa
@@ -144,7 +144,7 @@ def write_parquet(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]
     columns: dict[str, None] = {}
     for row in materialized:
         columns.update(dict.fromkeys(row))
-    table = pa.table({name: _column([row.get(name) for row in materialized]) for name in columns})
+    table = pa.table({name: arrow_column([row.get(name) for row in materialized]) for name in columns})
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(target.name + ".tmp")

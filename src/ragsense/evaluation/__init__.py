@@ -47,6 +47,7 @@ from ragsense.evaluation.engines import (
     LocalEngine,
     RayEngine,
     read_shards,
+    require_ray,
 )
 
 __all__ = [
@@ -83,6 +84,7 @@ __all__ = [
     "errors_of",
     "evaluate",
     "read_shards",
+    "require_ray",
     "resolve_metrics",
     "rows_from",
     "run_rows",

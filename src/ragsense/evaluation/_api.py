@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ragsense.consens._verdicts import Bands, resolve_bands
+from ragsense.consens import Bands, resolve_bands
 from ragsense.contract import Metric
 from ragsense.errors import ParameterError
 from ragsense.evaluation._evaluation import Evaluation

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ragsense.data import write_csv, write_jsonl, write_parquet
-from ragsense.errors import OutputExistsError, ParameterError
+from ragsense.errors import OutputExistsError, ParameterError, RagsenseError
 
 OUTPUT_SUFFIXES = (".jsonl", ".csv", ".parquet")
 
@@ -65,7 +65,7 @@ def save_rows(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -
     return Path(path)
 
 
-class OutputInUseError(FileExistsError):
+class OutputInUseError(RagsenseError, FileExistsError):
     """Another run holds the output's lock file: two runs writing one output would lose or interleave
     rows, so the second is refused (a usage error, exit 2)."""
 

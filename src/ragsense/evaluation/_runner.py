@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from ragsense.contract import INPUT, ErrorRecord, RowOutcome, RunItem, Step
 from ragsense.data import JsonlWriter, RowError, dumps_json
-from ragsense.errors import OutputExistsError
+from ragsense.errors import OutputExistsError, ParameterError, RagsenseError, ResumeError
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ ChunkSink = Callable[[Sequence[RunItem], Sequence[dict[str, Any]]], None]
 from the output being resumed), in input order: how the run store keeps a run as it goes."""
 
 
-class ResultCountError(ValueError):
+class ResultCountError(RagsenseError, ValueError):
     """A metric returned a different number of results than rows it was given (a bug in the metric)."""
 
 
@@ -102,7 +102,7 @@ def finished_row_matches(record: Mapping[str, Any], item: RunItem, index: int, w
     """
     old, new = record.get("id"), item.id
     if old is not None and new is not None and str(old) != new:
-        raise ValueError(
+        raise ResumeError(
             f"cannot resume {where!r}: its row {index} has id {old!r} but the input's has {new!r}, "
             "so it was written for a different input; use overwrite=True (--overwrite) to start over"
         )
@@ -146,7 +146,7 @@ async def run_rows(
     error); any :class:`RunItem` works with steps that read it.
     """
     if chunk_size < 1:
-        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+        raise ParameterError(f"must be at least 1, got {chunk_size}", parameter="chunk_size")
     shape = shape or RowOutcome.to_record
     path = None if output is None else Path(output)
     previous: _Previous | None = None
@@ -344,7 +344,7 @@ def _previous_chunk(
         elif not isinstance(item, RowError):
             for metric in metrics:
                 if metric.fields and metric.fields[0] not in record and not _has_error(record):
-                    raise ValueError(
+                    raise ResumeError(
                         f"cannot resume {str(path)!r}: its row {index} has no {metric.fields[0]!r} field, so "
                         f"it was written without the metric {metric.name!r}; resume with the same metrics "
                         "or use overwrite=True (--overwrite)"
@@ -362,7 +362,7 @@ def _finish_resume(path: Path, previous: _Previous, *, n_rows: int) -> None:
     """Every input chunk was already done; check nothing is left over and tidy the file if needed."""
     extra = [index for index in previous.records if index >= n_rows]
     if extra:
-        raise ValueError(
+        raise ResumeError(
             f"cannot resume {str(path)!r}: it holds rows up to {max(extra)} but the input has only "
             f"{n_rows} rows, so it was written for a different input; use overwrite=True (--overwrite)"
         )
@@ -396,7 +396,7 @@ def _read_previous(path: Path) -> _Previous:
             continue
         row = None if record is None else record.get("_row")
         if record is None or not isinstance(row, int) or isinstance(row, bool) or row < 0:
-            raise ValueError(
+            raise ResumeError(
                 f"cannot resume {str(path)!r}: line {number} is not a ragsense output row (no valid JSON "
                 "with a '_row' index); fix the file or use overwrite=True (--overwrite)"
             )

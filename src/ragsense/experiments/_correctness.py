@@ -32,11 +32,11 @@ from ragsense.correctness import (
     CorrectnessEstimator,
     CorrectnessSample,
     FeatureExtractor,
+    Metric,
     PerturbationSettings,
     SampleFeatures,
     correctness_targets,
 )
-from ragsense.correctness._targets import Metric
 from ragsense.data import dumps_json, load_squad_v2
 from ragsense.errors import BackendUnavailableError, ParameterError
 from ragsense.evaluation import Needs, run_rows

@@ -32,13 +32,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragsense.errors import RagsenseError
+
 logger = logging.getLogger("ragsense.guard")
 
 ScoreBatch = Callable[[Sequence[Any]], Awaitable[Sequence[Any]]]
 """Scores the payloads of one batch on the worker's loop: one result (or exception) per payload."""
 
 
-class QueueFull(Exception):
+class QueueFull(RagsenseError):
     """Too many rows are waiting; try again after :attr:`retry_after` seconds."""
 
     def __init__(self, retry_after: int) -> None:
@@ -46,7 +48,7 @@ class QueueFull(Exception):
         self.retry_after = retry_after
 
 
-class NotAccepting(Exception):
+class NotAccepting(RagsenseError):
     """The batcher is not ready yet (model loading) or is shutting down."""
 
 

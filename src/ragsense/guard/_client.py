@@ -13,8 +13,10 @@ from typing import Any, Concatenate, ParamSpec, TypedDict, Unpack
 
 import httpx
 
+from ragsense.errors import RagsenseError
 
-class GuardError(Exception):
+
+class GuardError(RagsenseError):
     """The guard refused a request: ``status``, ``kind``, ``field`` (when named), ``retry_after`` (s)."""
 
     def __init__(

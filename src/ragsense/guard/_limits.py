@@ -24,10 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragsense.errors import RagsenseError
 from ragsense.guard._schema import CheckRequest, CheckRow
 
 
-class GuardRequestError(Exception):
+class GuardRequestError(RagsenseError):
     """A request the service refuses: the HTTP status, a short type, a message naming the field."""
 
     def __init__(

@@ -33,6 +33,7 @@ from ragsense.models._interface import (
     require,
     structured_chat,
 )
+from ragsense.models._openai_server import served_model_ids
 from ragsense.models._pool import ModelPool, ModelSpec, shared_pool
 from ragsense.models._registry import DEFAULT_MODEL, available_backends, load_model, resolve_name
 from ragsense.models._structured import UnsupportedSchemaError, generate_structured
@@ -68,6 +69,7 @@ __all__ = [
     "load_model",
     "require",
     "resolve_name",
+    "served_model_ids",
     "shared_pool",
     "structured_chat",
 ]

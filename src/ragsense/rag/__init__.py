@@ -18,8 +18,15 @@ from ragsense.rag._pipeline import (
     first_line,
     generate_answers,
     resolve_prompt_format,
+    retrieve_documents,
 )
-from ragsense.rag._prompt import DEFAULT_INSTRUCTION, GENERIC_EXAMPLES, FewShotExample, RagPrompt
+from ragsense.rag._prompt import (
+    DEFAULT_INSTRUCTION,
+    GENERIC_EXAMPLES,
+    FewShotExample,
+    PromptFormat,
+    RagPrompt,
+)
 from ragsense.rag._store import VECTOR_STORE_KINDS, VectorStore, VectorStoreKind, open_vector_store
 
 __all__ = [
@@ -35,6 +42,7 @@ __all__ = [
     "HybridStore",
     "InMemoryVectorIndex",
     "NaiveRagPipeline",
+    "PromptFormat",
     "RagAnswer",
     "RagPrompt",
     "RetrievedDocument",
@@ -45,4 +53,5 @@ __all__ = [
     "generate_answers",
     "open_vector_store",
     "resolve_prompt_format",
+    "retrieve_documents",
 ]

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ragsense.errors import RagsenseError
 from ragsense.runs._compare import score_value as _number
 from ragsense.stats import format_share, mean_ci, share_ci
 
@@ -43,7 +44,7 @@ ERRORS = "errors"
 """The ``--max-share`` name for the share of rows with any error."""
 
 
-class GateSpecError(ValueError):
+class GateSpecError(RagsenseError, ValueError):
     """A ``--fail-under``/``--max-share`` value that cannot be read, or names nothing in the run."""
 
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from ragsense.errors import RagsenseError
+
 SCHEMA_VERSION = 1
 
 SCHEMA = """
@@ -64,7 +66,7 @@ MIGRATIONS: dict[int, Migration] = {}
 """``MIGRATIONS[v]`` turns a version-``v`` store into version ``v + 1`` (none yet: 1 is the first)."""
 
 
-class StoreVersionError(RuntimeError):
+class StoreVersionError(RagsenseError, RuntimeError):
     """The file is not a run store this ragsense can read (newer, unmigratable, or something else)."""
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsense._version import __version__
+from ragsense.errors import RagsenseError
 from ragsense.runs._schema import SCHEMA_VERSION, StoreVersionError, create, stored_version, upgrade
 
 STORE_ENV = "RAGSENSE_STORE"
@@ -146,7 +147,7 @@ class StoredRun:
         }
 
 
-class RunNotFoundError(LookupError):
+class RunNotFoundError(RagsenseError, LookupError):
     """No run (or more than one) answers to the reference given."""
 
 

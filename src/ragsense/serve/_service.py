@@ -14,7 +14,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ragsense.errors import CapabilityError
+from ragsense.errors import CapabilityError, RagsenseError
 from ragsense.models import (
     ChatMessage,
     Generation,
@@ -38,7 +38,7 @@ MAX_SEED = 2**63 - 1  # what torch's generator takes
 T = TypeVar("T")
 
 
-class RequestError(Exception):
+class RequestError(RagsenseError):
     """A request the server refuses; becomes an OpenAI-style error response (``param``: the field)."""
 
     def __init__(

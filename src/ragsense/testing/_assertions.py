@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragsense.errors import InputError, ModelCallError, ParameterError
+from ragsense.errors import InputError, ModelCallError, ParameterError, RagsenseError
 
 if TYPE_CHECKING:
     from ragsense.consens import Aggregation, Bands
@@ -59,7 +59,7 @@ def _current_model() -> str:
     return DEFAULT_MODEL
 
 
-class GroundingAssertionError(AssertionError):
+class GroundingAssertionError(RagsenseError, AssertionError):
     """``assert_grounded`` failed: the answer's ConSens score is below the threshold.
 
     ``row`` is the scored output row (with ``attribution`` and ``top_document`` when the row had
@@ -76,7 +76,7 @@ class GroundingAssertionError(AssertionError):
         return type(self), (str(self), self.row, self.threshold)
 
 
-class ScoreAssertionError(AssertionError):
+class ScoreAssertionError(RagsenseError, AssertionError):
     """``assert_scores`` failed: a verdict's share is above its maximum, a score's mean is below its
     minimum, or rows were not scored.
 

@@ -18,7 +18,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
-from ragsense.data._io import dumps_json, write_csv
+from ragsense.data import dumps_json, write_csv
 from ragsense.errors import BackendUnavailableError, InputError
 from ragsense.tables import render_table
 

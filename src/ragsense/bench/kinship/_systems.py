@@ -24,16 +24,19 @@ from ragsense.bench.kinship._source import KinshipCondition
 from ragsense.embeddings import Embedder
 from ragsense.errors import BackendUnavailableError, ModelCallError, ParameterError
 from ragsense.models import GenerationConfig, LanguageModel
-from ragsense.rag._hybrid import HybridStore
-from ragsense.rag._pipeline import (
+from ragsense.rag import (
     DEFAULT_GENERATION,
+    HybridStore,
     NaiveRagPipeline,
+    PromptFormat,
+    RagPrompt,
     RetrievedDocument,
+    VectorStore,
+    VectorStoreKind,
+    open_vector_store,
     resolve_prompt_format,
     retrieve_documents,
 )
-from ragsense.rag._prompt import PromptFormat, RagPrompt
-from ragsense.rag._store import VectorStore, VectorStoreKind, open_vector_store
 
 AnswerFn = Callable[[str], tuple[str, Sequence[str]]]
 SystemFactory = Callable[[Sequence[str], int], AnswerFn]

@@ -141,7 +141,7 @@ class RayEngine:
                 "the Ray engine writes a folder of shards; give a folder", parameter="output"
             )
         if request.resume and output is None:
-            raise ValueError("cannot resume a run without an output folder")
+            raise ParameterError("cannot resume a run without an output folder", parameter="output")
         folder = None if output is None else ShardFolder(output)
         # One run at a time per output folder, as for a file (a remote folder is not locked).
         with claim_output(folder, resume=request.resume, overwrite=request.overwrite):

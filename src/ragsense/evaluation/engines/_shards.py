@@ -31,10 +31,8 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from ragsense._version import __version__
-from ragsense.data import RowError, RowOrError, dumps_json, read_files, require_module
-from ragsense.data._io import SUFFIXES
-from ragsense.data._tabular import _column
-from ragsense.errors import InputError, ParameterError
+from ragsense.data import SUFFIXES, RowError, RowOrError, arrow_column, dumps_json, read_files, require_module
+from ragsense.errors import InputError, ParameterError, ResumeError
 from ragsense.evaluation._runner import without_fingerprint
 from ragsense.runs import InputHasher
 
@@ -163,7 +161,7 @@ class Manifest:
                 raise ValueError(f"manifest version {raw.get('version')!r}, expected {MANIFEST_VERSION}")
             return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise ValueError(
+            raise ResumeError(
                 f"cannot resume {where!r}: its {MANIFEST} is not readable ({exc}); "
                 "use overwrite=True (--overwrite) to start over"
             ) from None
@@ -175,12 +173,12 @@ class Manifest:
         >>> m.check(Manifest(10, 8, 1, 2, "parquet", "abc", m.metrics), "out")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ValueError: cannot resume 'out': it was written with chunk_size 16, this run has 8; ...
+        ragsense.errors.ResumeError: cannot resume 'out': it was written with chunk_size 16, this run has 8...
         """
         for name in self._CHECKED:
             old, new = getattr(self, name), getattr(current, name)
             if old != new:
-                raise ValueError(
+                raise ResumeError(
                     f"cannot resume {where!r}: it was written with {name} {old!r}, this run has {new!r}; "
                     "resume with the same settings, "
                     "or use overwrite=True (--overwrite) to start over"
@@ -218,7 +216,7 @@ def encode_shard(records: Sequence[Mapping[str, Any]], shard_format: ShardFormat
     absent: dict[str, list[int]] = {}
     for name in names:
         values = [r.get(name) for r in records]
-        array = _column(values)
+        array = arrow_column(values)
         if pa.types.is_floating(array.type) and any(type(v) is int for v in values):
             # Arrow would store 1 as 1.0; JSON text keeps the int an int.
             array = pa.array([None if v is None else json.dumps(v) for v in values])
@@ -259,7 +257,7 @@ def check_shard(records: Sequence[Mapping[str, Any]], shard: Shard, name: str) -
     """Raise unless ``records`` are the shard's rows in order (by their ``_row`` index)."""
     rows = [r.get("_row") for r in records]
     if len(records) != len(shard) or any(r is not None and r != shard.start + k for k, r in enumerate(rows)):
-        raise ValueError(
+        raise ResumeError(
             f"shard {name} holds {len(records)} rows that are not input rows "
             f"{shard.start}..{shard.stop - 1}; was the folder changed by hand? Use overwrite=True "
             "(--overwrite) to start over"
