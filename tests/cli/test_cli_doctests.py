@@ -28,6 +28,6 @@ def test_doctests(module: str) -> None:
 def test_the_python_example_of_docs_calibrate_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = (Path(__file__).parents[2] / "docs" / "calibrate.md").read_text(encoding="utf-8")
     [example] = re.findall(r"```python\n(.*?)```", text, re.S)
-    monkeypatch.chdir(tmp_path)  # it writes bands.json
+    monkeypatch.chdir(tmp_path)  # it writes my-bands.json
     exec(compile(example, "docs/calibrate.md", "exec"), {})
-    assert (tmp_path / "bands.json").is_file()
+    assert (tmp_path / "my-bands.json").is_file()

@@ -19,7 +19,7 @@ import pytest
         "ragsense.correctness",
         "ragsense.similarity",
         "ragsense.similarity._metric",
-        "ragsense.metrics",
+        "ragsense.vera._metric",
     ],
 )
 def test_doctests(module: str) -> None:
