@@ -25,6 +25,7 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -303,3 +304,44 @@ def test_no_import_cycles_between_modules() -> None:
 
 def test_no_module_cycle_at_all() -> None:
     assert cycles(module_graph()) == []
+
+
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_past_the_size_limit() -> None:
+    long = {
+        str(m.path.relative_to(SRC)): n
+        for m in source_modules()
+        if (n := len(m.path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}, f"split these rooms by concern (at most {MAX_MODULE_LINES} lines each)"
+
+
+def house_in_numbers() -> dict[str, int]:
+    """What docs/architecture.md's "house in numbers" line states, computed from the source."""
+    floor = {unit: level for level, (_, units) in enumerate(FLOORS) for unit in units}
+    upward = sum(
+        floor[unit_of(target)] > floor[unit_of(module)]
+        for module, targets in module_graph().items()
+        for target in targets
+    )
+    modules = source_modules()
+    return {
+        "modules": len(modules),
+        "units": len({m.unit for m in modules}),
+        "floors": len(FLOORS),
+        "import cycles": len(cycles(module_graph())) + len(cycles(unit_graph())),
+        "upward imports": upward,
+    }
+
+
+def test_architecture_states_the_house_as_built() -> None:
+    text = (SRC.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    line = next((ln for ln in text.splitlines() if ln.startswith("**The house in numbers**")), None)
+    assert line is not None, "docs/architecture.md lost its 'The house in numbers' line"
+    stated = {
+        name: int(n)
+        for n, name in re.findall(r"(\d+) (modules|units|floors|import cycles|upward imports)", line)
+    }
+    assert stated == house_in_numbers(), "update the line in docs/architecture.md to the house as built"

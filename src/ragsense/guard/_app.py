@@ -34,14 +34,14 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
-from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ragsense._access import allowed_hosts, host_refusal, presented_key
+from ragsense._access import allowed_hosts, presented_key
 from ragsense.errors import ParameterError
 from ragsense.guard._auth import ANONYMOUS, KeyLimiter
 from ragsense.guard._batcher import MicroBatcher, NotAccepting, QueueFull
 from ragsense.guard._check import Guard, Options, shape_result
 from ragsense.guard._config import GuardConfig
+from ragsense.guard._intake import HostCheck, is_json_media_type, json_response, validation_error
 from ragsense.guard._limits import (
     GuardRequestError,
     ValueCounter,
@@ -58,10 +58,6 @@ from ragsense.guard._schema import CheckResponse, CheckRow, request_model
 
 logger = logging.getLogger("ragsense.guard")
 
-# A refusal lists at most this many validation errors, each message cut to this many characters: the
-# reply to a bad request stays small whatever the request holds.
-_MAX_DETAILS = 10
-_MAX_MESSAGE_CHARS = 200
 # Not an HTTP status a client sees: nginx's code for "the client closed the connection", so that
 # disconnects are counted apart from the server's own failures (500) in /metrics and the log.
 CLIENT_CLOSED = 499
@@ -80,54 +76,6 @@ class _Payload:
     min_consens: float
     weakest: int
     batch: bool
-
-
-def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    data = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
-    return Response(data, status_code=status, media_type="application/json", headers=headers)
-
-
-def _field_path(loc: Sequence[int | str]) -> str | None:
-    path = ""
-    for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path or None
-
-
-def _validation_error(exc: ValidationError) -> GuardRequestError:
-    """A 422 naming the first error, listing at most :data:`_MAX_DETAILS` (each message shortened)."""
-    errors = exc.errors(include_url=False, include_input=False, include_context=False)[:_MAX_DETAILS]
-    details = [
-        {"field": _field_path(e["loc"]), "message": e["msg"][:_MAX_MESSAGE_CHARS], "type": e["type"]}
-        for e in errors
-    ]
-    first = details[0]
-    where = f"{first['field']}: " if first["field"] else ""
-    more = exc.error_count() - len(details)
-    message = where + str(first["message"]) + (f" (and {more} more errors)" if more > 0 else "")
-    return GuardRequestError(422, "invalid_request", message, field=first["field"], details=details)
-
-
-def _is_json_media_type(content_type: str | None) -> bool:
-    """Whether a Content-Type is ``application/json`` (parameters allowed; a charset only UTF-8).
-
-    Exactly that type, because a browser sends a cross-site ``no-cors`` POST only with a "simple"
-    type (``text/plain``, forms) or none: ``text/plain; charset=json`` must not pass as JSON.
-
-    >>> [_is_json_media_type(t) for t in ("application/json; charset=UTF-8", "text/plain; charset=json",
-    ...                                    None, "application/json; charset=latin-1")]
-    [True, False, False, False]
-    """
-    if content_type is None:
-        return False
-    media, _, params = content_type.partition(";")
-    if media.strip().lower() != "application/json":
-        return False
-    for param in params.split(";"):
-        name, _, value = param.partition("=")
-        if name.strip().lower() == "charset" and value.strip().strip('"').lower() not in ("utf-8", "utf8"):
-            return False
-    return True
 
 
 class GuardService:
@@ -271,7 +219,7 @@ class GuardService:
         try:
             parsed = self.request_model.model_validate(obj)
         except ValidationError as exc:
-            raise _validation_error(exc) from None
+            raise validation_error(exc) from None
         rows = check_request_limits(parsed, self.config.limits)
         request_id = parsed.id or header_id or uuid.uuid4().hex
         if len(request_id) > self.config.limits.max_id_chars or not request_id.isprintable():
@@ -312,7 +260,7 @@ class GuardService:
         holding = False  # whether a slot of key_id must be given back
         try:
             key_id = self.authenticate(request)
-            if not _is_json_media_type(request.headers.get("content-type")):
+            if not is_json_media_type(request.headers.get("content-type")):
                 raise GuardRequestError(
                     415, "unsupported_media_type", "send the body as application/json", field="body"
                 )
@@ -336,7 +284,7 @@ class GuardService:
                 # bodies sends one a second rather than hundreds (holding no slot meanwhile).
                 await asyncio.sleep(self.config.hostile_delay_s)
             headers = {**exc.headers, "X-Request-ID": request_id} if request_id != "-" else exc.headers
-            return _json(exc.body(), status, headers)
+            return json_response(exc.body(), status, headers)
         except ClientDisconnect:  # gone while sending its body: no one to answer
             status = CLIENT_CLOSED
             return Response(status_code=CLIENT_CLOSED)
@@ -345,7 +293,7 @@ class GuardService:
             raise
         except Exception as exc:  # a bug, never input: answer in JSON and keep serving
             logger.error("guard: request %s failed: %s", request_id, type(exc).__name__)
-            return _json(GuardRequestError(500, "internal_error", "internal error").body(), 500)
+            return json_response(GuardRequestError(500, "internal_error", "internal error").body(), 500)
         finally:
             if holding and key_id is not None:
                 self.limiter.release(key_id)
@@ -384,32 +332,7 @@ class GuardService:
             "model": self.model_name,
             "results": results,
         }
-        return _json(body, 200, {"X-Request-ID": request_id})
-
-
-class _HostCheck:
-    """Refuse (403) a request whose Host or Origin shows it does not come from this machine's clients.
-
-    A pure ASGI middleware, so it runs before routing and before any body is read, for every endpoint
-    (a rebinding page must not read ``/metrics`` or ``/ready`` either).
-    """
-
-    def __init__(self, app: ASGIApp, service: GuardService, allowed: frozenset[str] | None) -> None:
-        self.app = app
-        self.service = service
-        self.allowed = allowed
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            reason = host_refusal(headers.get("host"), headers.get("origin"), self.allowed)
-            if reason is not None:
-                self.service.metrics.reject("host")
-                field = "origin" if "Origin" in reason else "host"
-                error = GuardRequestError(403, "forbidden", reason, field=field)
-                await _json(error.body(), 403)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        return json_response(body, 200, {"X-Request-ID": request_id})
 
 
 def create_app(config: GuardConfig, *, bind: tuple[str, int] | None = None) -> FastAPI:
@@ -439,7 +362,9 @@ def create_app(config: GuardConfig, *, bind: tuple[str, int] | None = None) -> F
     )
     app.state.service = service
     app.add_middleware(
-        _HostCheck, service=service, allowed=None if bind is None else allowed_hosts(bind[0], bind[1])
+        HostCheck,
+        reject=service.metrics.reject,
+        allowed=None if bind is None else allowed_hosts(bind[0], bind[1]),
     )
     errors = {code: {"description": text} for code, text in _ERROR_CODES.items()}
     body = {
@@ -463,16 +388,16 @@ def create_app(config: GuardConfig, *, bind: tuple[str, int] | None = None) -> F
     async def ready() -> Response:
         """Ready: the model is loaded and warmed, and the server is not shutting down (else 503)."""
         if service.batcher.ready and not service.draining:
-            return _json({"status": "ready", "model": service.model_name})
+            return json_response({"status": "ready", "model": service.model_name})
         state = "failed" if service.batcher.setup_error else ("draining" if service.draining else "loading")
-        return _json({"status": state}, 503)
+        return json_response({"status": state}, 503)
 
     def authorized(request: Request) -> Response | None:
         """None when the request may go on, else the 401 to answer (keys configured, none valid)."""
         try:
             service.authenticate(request)
         except GuardRequestError as exc:
-            return _json(exc.body(), exc.status, exc.headers)
+            return json_response(exc.body(), exc.status, exc.headers)
         return None
 
     @app.get("/metrics")
@@ -498,8 +423,8 @@ def create_app(config: GuardConfig, *, bind: tuple[str, int] | None = None) -> F
     if config.docs:
 
         @app.get("/openapi.json", include_in_schema=False)
-        async def openapi_json(request: Request) -> Response:
-            return authorized(request) or _json(openapi())
+        async def openapijson_response(request: Request) -> Response:
+            return authorized(request) or json_response(openapi())
 
         @app.get("/docs", include_in_schema=False)
         async def docs(request: Request) -> Response:
