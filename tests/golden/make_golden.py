@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-WIKIEVAL_ROWS = 8  # the first rows of WikiEval, each with its grounded and its ungrounded answer
+WIKIEVAL_ROWS = 4  # the first rows of WikiEval, each with its grounded and its ungrounded answer
 
 
 def sample_records() -> list[dict[str, Any]]:
