@@ -141,6 +141,29 @@ class ConSens:
         """Nothing to release: the model belongs to the pool."""
 
 
-def attribution_metric(model: ModelSpec | None = None, **options: Any) -> ConSens:
-    """``--metrics attribution``: ConSens with leave-one-document-out attribution."""
-    return ConSens(model, attribution=True, **options)
+def attribution_metric(
+    model: ModelSpec | None = None,
+    *,
+    aggregation: Aggregation | str = DEFAULT_AGGREGATION,
+    template: PromptTemplate | None = None,
+    model_options: Mapping[str, Any] | None = None,
+    bands: Bands | str | None = None,
+) -> ConSens:
+    """``--metrics attribution``: ConSens with leave-one-document-out attribution.
+
+    Its options are ConSens's, spelled out so the registry can refuse a misspelt one up front:
+
+    >>> from ragsense.evaluation import create_metric
+    >>> create_metric("attribution", model="fake", agregation="q25")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ragsense.errors.ParameterError: ...did you mean 'aggregation'?...
+    """
+    return ConSens(
+        model,
+        attribution=True,
+        aggregation=aggregation,
+        template=template,
+        model_options=model_options,
+        bands=bands,
+    )
