@@ -9,7 +9,7 @@ the naive RAG pipeline and reports:
 * the projected wall time of the full sweep (every query of every condition at every k), from the
   measured seconds per answer at each k.
 
-    python benchmarks/bench_kinship.py --model smollm2-135m --max-queries 2
+    python -m benchmarks.bench_kinship --model smollm2-135m --max-queries 2
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ The rule, fixed before any score was looked at (issue 13):
 
 Usage (after the experiments wrote their per-item files with ``--out``):
 
-    python benchmarks/consens_aggregates.py \\
+    python -m papers.consens.consens_aggregates \\
         --wikieval docs/results/consens/smollm2-135m/consens-wikieval.jsonl.gz \\
         --halueval docs/results/consens/smollm2-135m/consens-halueval.jsonl.gz \\
         --pubmedqa docs/results/consens/smollm2-135m/consens-pubmedqa-partial.jsonl.gz
@@ -62,7 +62,7 @@ ANSWER_LEVEL = ("wikieval", "halueval")
 TIE = 0.005
 INCUMBENT = Aggregation.GEOMETRIC.value
 # The aggregates this rule (issue 13) chose among: the word-contrast ones. ``support`` came later
-# (issue 24, benchmarks/grounding_default.py) and needs each word's context, which these files lack.
+# (issue 24, papers/consens/grounding_default.py) and needs each word's context, which these files lack.
 CANDIDATES = tuple(a for a in Aggregation if a is not Aggregation.SUPPORT)
 
 

@@ -1,9 +1,9 @@
 """The correctness paper's ablation tables (Zhang et al., Tables 2-9) with the bundled models, and the
 markdown of the ``correctness-squad`` evaluation-split figures.
 
-    .venv/bin/python benchmarks/correctness_tables.py --n 140            # compute (resumable)
-    .venv/bin/python benchmarks/correctness_tables.py --n 140 --tables   # print the ablation tables
-    .venv/bin/python benchmarks/correctness_tables.py --report runs/c13/correctness   # split figures
+    .venv/bin/python -m papers.correctness.correctness_tables --n 140            # compute (resumable)
+    .venv/bin/python -m papers.correctness.correctness_tables --n 140 --tables   # print the ablation tables
+    .venv/bin/python -m papers.correctness.correctness_tables --report runs/c13/correctness   # split figures
 
 Samples: the first ``--n`` samples of the training part of the ``correctness-squad`` split (seed 0,
 split by paragraph). Each configuration's features are extracted (the Baseline and Normal conditions
@@ -24,14 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ragsense.cache import cache_dir
 from ragsense.correctness import (

@@ -71,7 +71,7 @@ and the project's held-out sets. Rule 2 changes only this:
 
 Usage (after the experiments wrote their per-item files with ``--out``; model SmolLM2-135M):
 
-    python benchmarks/grounding_default.py --results docs/results/consens/smollm2-135m \\
+    python -m papers.consens.grounding_default --results docs/results/consens/smollm2-135m \\
         --out docs/results/consens/grounding_default.json
 
 writes the figures as JSON (the last output line too) and ``--model-out`` the trained calibrated
@@ -590,7 +590,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         entry["bands_dev"] = band_figures(dev[name], default, bands)
         report[name] = entry
     figures = {
-        "rule": f"benchmarks/grounding_default.py docstring, rule {args.rule}",
+        "rule": f"papers/consens/grounding_default.py docstring, rule {args.rule}",
         "development": dev_table,
         "choice": {"summary": summary, "tied": tied, "chosen": chosen, "applied": bool(applied)},
         "bands": {"grounded_at": bands[0], "ungrounded_below": bands[1]},

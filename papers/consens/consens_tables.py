@@ -10,7 +10,7 @@ scored words and its context (rebuilt from the data files), as the scorer comput
 lexical-support baseline (minus the share of scored words the context does not state) comes from
 the same words.
 
-    python benchmarks/consens_tables.py [--dir docs/results/consens]
+    python -m papers.consens.consens_tables [--dir docs/results/consens]
 """
 
 from __future__ import annotations

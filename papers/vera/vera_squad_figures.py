@@ -1,7 +1,7 @@
 """Every hand-derived figure of the vera-squad results, printed from the per-item records.
 
-    .venv/bin/python benchmarks/vera_squad_figures.py docs/results/vera/vera_squad_smollm2.jsonl
-    .venv/bin/python benchmarks/vera_squad_figures.py AFTER.jsonl --before BEFORE.jsonl
+    .venv/bin/python -m papers.vera.vera_squad_figures docs/results/vera/vera_squad_smollm2.jsonl
+    .venv/bin/python -m papers.vera.vera_squad_figures AFTER.jsonl --before BEFORE.jsonl
 
 For one run (``ragsense experiment vera-squad --out DIR`` writes ``DIR/vera_squad.jsonl``): accuracy
 with and without VERA, refusals of answerable and unanswerable questions, each with a 95% Wilson
@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ragsense.stats import bootstrap_ci, sign_test, wilson_ci
 
