@@ -18,7 +18,7 @@ import time
 from typing import Any, Literal
 
 from ragsense.correctness import FeatureExtractor, PerturbationSettings, Perturber
-from ragsense.experiments._correctness import squad_split
+from ragsense.experiments import squad_split
 from ragsense.models import load_model
 
 

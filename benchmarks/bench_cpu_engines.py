@@ -212,7 +212,7 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ragsense.models._bundled import BUNDLED_MODELS, converted_path
+    from ragsense.models import BUNDLED_MODELS, converted_path
 
     torch.set_num_threads(args.threads)
     path = converted_path(args.model) if args.model in BUNDLED_MODELS else Path(args.model)

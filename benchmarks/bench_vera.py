@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from ragsense.data import RagRow
-from ragsense.experiments._vera import squad_items
+from ragsense.experiments import squad_items
 from ragsense.models import load_model
 from ragsense.rag import answer_function
 from ragsense.vera import VeraEvaluation, VeraEvaluator, VeraSettings

@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsense.data import load_wikieval
-from ragsense.guard import CheckRow, Guard
-from ragsense.guard._memory import release_free_memory
+from ragsense.guard import CheckRow, Guard, release_free_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsense.consens import Aggregation, consens_from_word_nll
-from ragsense.experiments._consens import PAIR_LABELS
+from ragsense.experiments import PAIR_LABELS
 from ragsense.stats import bootstrap_ci, delong_paired, roc_auc
 
 # The two results of each experiment's per-item record: (should score higher, lower).

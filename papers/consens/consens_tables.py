@@ -29,13 +29,15 @@ from ragsense.consens import (
     verdict,
 )
 from ragsense.data import load_faithbench, load_halueval, load_pubmedqa, load_wikieval
-from ragsense.experiments._consens import (
+from ragsense.experiments import (
     PAIR_LABELS,
+    contrast,
+    delong_against,
     partial_context,
     partial_context_sentences,
     right_vs_rest,
+    verdict_figures,
 )
-from ragsense.experiments._figures import contrast, delong_against, verdict_figures
 from ragsense.stats import bootstrap_ci, roc_auc
 from ragsense.text import ContextVocabulary
 

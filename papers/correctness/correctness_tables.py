@@ -34,17 +34,23 @@ from ragsense.cache import cache_dir
 from ragsense.correctness import (
     DEFAULT_AGGREGATES,
     DEFAULT_THRESHOLDS,
+    DEFAULT_TREES,
     FeatureExtractor,
+    Metric,
     PerturbationSettings,
     SampleFeatures,
     correctness_targets,
     evaluate_estimates,
     feature_names,
 )
-from ragsense.correctness._estimator import DEFAULT_TREES
-from ragsense.correctness._targets import Metric
-from ragsense.experiments._correctness import paragraph_of, squad_split
-from ragsense.experiments._correctness_report import FOLDS, forest_fit_predict, grouped_folds, out_of_fold
+from ragsense.experiments import (
+    FOLDS,
+    forest_fit_predict,
+    grouped_folds,
+    out_of_fold,
+    paragraph_of,
+    squad_split,
+)
 from ragsense.models import load_model
 from ragsense.stats import bootstrap_ci, roc_auc
 

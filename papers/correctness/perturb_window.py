@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsense.correctness import PerturbationSettings, Perturber
-from ragsense.experiments._correctness import squad_split
+from ragsense.experiments import squad_split
 from ragsense.models import load_model
 
 WINDOWS: tuple[int | None, ...] = (None, 16, 8, 4)

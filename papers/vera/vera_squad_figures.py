@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragsense.stats import bootstrap_ci, sign_test, wilson_ci
+from ragsense.stats import bootstrap_ci, share_ci, sign_test
 
 
 def _read(path: str) -> list[dict[str, Any]]:
@@ -27,11 +27,11 @@ def _read(path: str) -> list[dict[str, Any]]:
 
 
 def share(rows: Sequence[dict[str, Any]], key: str) -> str:
-    k, n = sum(bool(r.get(key)) for r in rows), len(rows)
-    if not n:
+    """How many rows have ``key`` set, as ragsense.stats computes every share (Wilson interval)."""
+    if not rows:
         return "-"
-    low, high = wilson_ci(k, n)
-    return f"{k} of {n} = {k / n:.2f} [{low:.2f}, {high:.2f}]"
+    s = share_ci(sum(bool(r.get(key)) for r in rows), len(rows))
+    return f"{s['count']} of {s['n']} = {s['share']:.2f} [{s['low']:.2f}, {s['high']:.2f}]"
 
 
 def source(r: dict[str, Any]) -> str:
