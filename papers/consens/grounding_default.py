@@ -3,7 +3,7 @@
 Issue 24: the default must beat every trivial baseline on every development set, length-matched
 pairs and summaries included. This script reads the per-item outputs of the ConSens experiments
 (every scored word's NLL with and without the context), recomputes each candidate score from them
-with the word-level evidence of :mod:`ragsense.consens` (``row_features``) (the likelihood contrast and
+with the word-level evidence of :func:`ragsense.consens.row_features` (the likelihood contrast and
 whether the context states the word), and applies the rule below. No language model runs here.
 
 THE RULE (written into this script and committed before any candidate was scored):
