@@ -1,6 +1,6 @@
 """What one short model call costs on this CPU: the body over M new tokens after a cached prefix.
 
-    .venv/bin/python benchmarks/bench_call_cost.py --threads 2 --prefix 100 --repeats 5
+    .venv/bin/python -m benchmarks.bench_call_cost --threads 2 --prefix 100 --repeats 5
 
 The iterative perturbation (docs/correctness.md) makes K = 15 sequential calls of a few tokens each
 (the changed token and the re-score window), so its cost is set by how a call's time grows with M, not
@@ -15,12 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ragsense.models import load_model
 

@@ -1,6 +1,6 @@
 """ConSens throughput against the raw forward pass of the same model over the same tokens.
 
-    .venv/bin/python benchmarks/bench_consens.py --model smollm2-135m --items 20
+    .venv/bin/python -m benchmarks.bench_consens --model smollm2-135m --items 20
 
 Rows: WikiEval items, each answer (grounded and ungrounded) scored against ``context_v1``, so every
 (question, answer) needs one no-context pass and one context pass. The "limit" is the model body
@@ -25,10 +25,7 @@ import json
 import resource
 import sys
 import time
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ragsense.consens import GroundingScorer, support_r
 from ragsense.data import load_wikieval

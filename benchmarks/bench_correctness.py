@@ -1,6 +1,6 @@
 """Correctness features: seconds per sample for each perturbation mode, as ratios of the raw forward pass.
 
-    .venv/bin/python benchmarks/bench_correctness.py --items 8
+    .venv/bin/python -m benchmarks.bench_correctness --items 8
 
 Samples: the first ``--items`` training samples of the ``correctness-squad`` split. For each mode the
 perturbation model (PM) perturbs every context (no cache) and the script prints seconds per sample,
@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 from typing import Any, Literal
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
 from ragsense.correctness import FeatureExtractor, PerturbationSettings, Perturber
-from ragsense.experiments._correctness import squad_split
+from ragsense.experiments import squad_split
 from ragsense.models import load_model
 
 

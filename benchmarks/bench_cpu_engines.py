@@ -1,6 +1,6 @@
 """CPU inference engines for the model body, against the fp32 transformers body, in one run.
 
-    .venv/bin/python benchmarks/bench_cpu_engines.py --tokens 512,1500 --threads 2 \
+    .venv/bin/python -m benchmarks.bench_cpu_engines --tokens 512,1500 --threads 2 \
         --engines torch-int8-dynamic,onnx-fp32,onnx-int8,openvino-fp32,openvino-int8-weights,ct2-fp32,ct2-int8
 
 Issue 15 asks for ConSens at twice the speed of the fp32 body on a laptop-class CPU with the scores
@@ -34,11 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-# This folder is on sys.path when the script runs: the CPU name is read the same way in both benchmarks.
-from bench_cpu_gemm import _cpu_name
-
+# A sibling module (scripts run with python -m from the repo root): the CPU name is read the same way in both.
+from benchmarks.bench_cpu_gemm import _cpu_name
 from ragsense.data import load_wikieval
 
 ENGINES = (
@@ -215,7 +212,7 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ragsense.models._bundled import BUNDLED_MODELS, converted_path
+    from ragsense.models import BUNDLED_MODELS, converted_path
 
     torch.set_num_threads(args.threads)
     path = converted_path(args.model) if args.model in BUNDLED_MODELS else Path(args.model)

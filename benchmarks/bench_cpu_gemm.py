@@ -1,6 +1,6 @@
 """How close the model body runs to this CPU's fp32 matrix-multiply rate, for the model's own shapes.
 
-    .venv/bin/python benchmarks/bench_cpu_gemm.py --model smollm2-135m --tokens 512 --threads 2
+    .venv/bin/python -m benchmarks.bench_cpu_gemm --model smollm2-135m --tokens 512 --threads 2
 
 For every linear layer shape of the model (``[tokens, in] x [in, out]``), the best of five
 ``torch.matmul`` timings gives the fp32 GEMM rate (GFLOP/s) this machine reaches for it. The body's
@@ -20,8 +20,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ragsense.data import load_wikieval
 from ragsense.models import load_model

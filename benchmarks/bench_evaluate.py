@@ -1,7 +1,7 @@
 """What the evaluation spine costs: ConSens through ``evaluate`` against the raw forward pass, and one
 ``ragsense evaluate --metrics consens,vera`` against the two commands it replaces.
 
-    .venv/bin/python benchmarks/bench_evaluate.py --items 10
+    .venv/bin/python -m benchmarks.bench_evaluate --items 10
 
 Part 1 (in process): WikiEval items, each grounded and ungrounded answer scored against ``context_v1``.
 The "limit" is the model body run over exactly the unique token sequences ConSens scores (as in
@@ -26,11 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_consens import _raw_forward, _rows, _unique_requests
-
+from benchmarks.bench_consens import _raw_forward, _rows, _unique_requests
 from ragsense import evaluate
 from ragsense.consens import ConSens, GroundingScorer
 from ragsense.models import ModelPool, load_model

@@ -1,6 +1,6 @@
 """Load, soak and fault benchmark of ``ragsense guard`` on 127.0.0.1 (a benchmark, not a timed test).
 
-    nice -n 5 .venv/bin/python benchmarks/bench_guard.py --soak-minutes 10
+    nice -n 5 .venv/bin/python -m benchmarks.bench_guard --soak-minutes 10
 
 What it does, bounded in count and time (docs/guard.md reports a run):
 
@@ -40,10 +40,9 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from ragsense.data import load_wikieval
 
-from ragsense.data import load_wikieval  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _rows(data: str) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """Hostile clients against ``ragsense guard``: do normal clients keep their latency under attack?
 
-    .venv/bin/python benchmarks/bench_guard_hostile.py                      # the fake model (default)
-    .venv/bin/python benchmarks/bench_guard_hostile.py --model smollm2-135m --threads 2 --seconds 60
+    .venv/bin/python -m benchmarks.bench_guard_hostile                      # the fake model (default)
+    .venv/bin/python -m benchmarks.bench_guard_hostile --model smollm2-135m --threads 2 --seconds 60
 
 Starts the guard in a process of its own on 127.0.0.1 (no keys: every caller shares the one
 anonymous key, the worst case for per-key limits), then runs two phases of ``--seconds`` each:

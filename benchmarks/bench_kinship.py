@@ -9,23 +9,22 @@ the naive RAG pipeline and reports:
 * the projected wall time of the full sweep (every query of every condition at every k), from the
   measured seconds per answer at each k.
 
-    python benchmarks/bench_kinship.py --model smollm2-135m --max-queries 2
+    python -m benchmarks.bench_kinship --model smollm2-135m --max-queries 2
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from ragsense._async import run_sync
 from ragsense.bench.kinship import PipelineSystem, generate_kinship_source, parse_ks, run_kinship
 from ragsense.embeddings import load_embedder
-from ragsense.models import load_model
-from ragsense.models._transformers import TransformersModel
+from ragsense.models import TransformersModel, load_model
 from ragsense.rag import RagPrompt
 
 
@@ -88,7 +87,7 @@ def main() -> None:
     question = [condition.queries[0].query.text]
     for k in ks:
         start = time.perf_counter()
-        run_sync(system.answer_condition(condition, question, k, source_id="bench/control"))
+        asyncio.run(system.answer_condition(condition, question, k, source_id="bench/control"))
         per_k_seconds[k] = time.perf_counter() - start
     full_queries = sum(len(c.queries) for c in source.conditions())
     projected = sum(per_k_seconds[k] * full_queries for k in ks)

@@ -1,7 +1,7 @@
 """The Ray engine on this machine: rows/s with 1 and 2 workers, the scaling ratio, and what the engine
 costs against a single-process ``evaluate`` of the same rows.
 
-    .venv/bin/python benchmarks/bench_ray.py --items 20 --out docs/results/ray/bench_ray.json
+    .venv/bin/python -m benchmarks.bench_ray --items 20 --out docs/results/ray/bench_ray.json
 
 Rows: the first ``--items`` WikiEval questions, each with its grounded and its ungrounded answer against
 ``context_v1`` (``2 x items`` rows), scored with ConSens on SmolLM2-135M, ``--chunk-size`` rows per chunk
@@ -34,8 +34,6 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import ray
 import torch

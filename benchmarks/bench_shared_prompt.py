@@ -1,6 +1,6 @@
 """Shared prompts: ConSens and VERA's ConSens signal with and without the shared prompt pass.
 
-    .venv/bin/python benchmarks/bench_shared_prompt.py --items 10 --threads 2
+    .venv/bin/python -m benchmarks.bench_shared_prompt --items 10 --threads 2
 
 Two workloads on the first ``--items`` WikiEval questions (``context_v1``), both on the bundled model:
 
@@ -25,10 +25,7 @@ import platform
 import resource
 import sys
 import time
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import ragsense.models._hf_scoring as hf_scoring
 from ragsense.consens import GroundingScorer

@@ -1,7 +1,7 @@
 """The model body on 1 and on all CPU threads, alone and beside a busy process.
 
-    .venv/bin/python benchmarks/bench_threads.py --tokens 512
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/bench_threads.py --tokens 512
+    .venv/bin/python -m benchmarks.bench_threads --tokens 512
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.bench_threads --tokens 512
 
 For each of: quiet, beside a busy-looping process at normal priority, beside one at nice 19, the body
 of the bundled SmolLM2 over ``--tokens`` tokens of WikiEval text is timed (best of three) on 1 thread
@@ -19,10 +19,7 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ragsense.data import load_wikieval
 from ragsense.models import load_model

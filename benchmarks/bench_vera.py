@@ -1,6 +1,6 @@
 """VERA speed: rows per second for evaluate and enhance, as ratios of the raw model forward pass.
 
-    .venv/bin/python benchmarks/bench_vera.py --rows 8
+    .venv/bin/python -m benchmarks.bench_vera --rows 8
 
 Rows: the first ``--rows`` answerable items of the ``vera-squad`` list (SQuAD 2.0 dev paragraph,
 question, the reference answer as the answer). The raw forward pass is one pass of the judge model's
@@ -14,16 +14,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
 from ragsense.data import RagRow
-from ragsense.experiments._vera import squad_items
+from ragsense.experiments import squad_items
 from ragsense.models import load_model
 from ragsense.rag import answer_function
 from ragsense.vera import VeraEvaluation, VeraEvaluator, VeraSettings

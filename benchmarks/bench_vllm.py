@@ -1,7 +1,7 @@
 """The vLLM backend on a GPU: ConSens scores against the transformers backend, and throughput against the
 raw forward pass of the same model over the same tokens (run on a GPU machine; not a timed test).
 
-    python benchmarks/bench_vllm.py --model smollm2-135m --items 50 --dtype bfloat16 --out vllm.json
+    python -m benchmarks.bench_vllm --model smollm2-135m --items 50 --dtype bfloat16 --out vllm.json
 
 Rows: WikiEval items, each answer (grounded and ungrounded) against ``context_v1``. It prints, with the
 GPU's name: (1) agreement: the largest and mean absolute difference of the ConSens score and of the
@@ -23,11 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-# This folder is on sys.path when the script runs: rows and requests are built as bench_consens builds them.
-from bench_consens import _rows, _unique_requests
-
+# A sibling module (scripts run with python -m from the repo root): rows as bench_consens builds them.
+from benchmarks.bench_consens import _rows, _unique_requests
 from ragsense.consens import GroundingScorer
 from ragsense.models import ScoreRequest, load_model
 

@@ -7,8 +7,8 @@ statistics (``mallinfo2``), so a growth can be told apart: Python objects kept a
 or native memory freed but not returned to the system (allocator fragmentation under varying tensor
 shapes). ``--trim`` calls ``malloc_trim(0)`` after each batch, as the guard's worker does by default.
 
-    nice -n 5 .venv/bin/python benchmarks/diag_guard_memory.py --minutes 10 --threads 1 --trim off
-    nice -n 5 .venv/bin/python benchmarks/diag_guard_memory.py --minutes 10 --threads 1 --trim on
+    nice -n 5 .venv/bin/python -m benchmarks.diag_guard_memory --minutes 10 --threads 1 --trim off
+    nice -n 5 .venv/bin/python -m benchmarks.diag_guard_memory --minutes 10 --threads 1 --trim on
 """
 
 from __future__ import annotations
@@ -24,12 +24,10 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from ragsense.data import load_wikieval
+from ragsense.guard import CheckRow, Guard, release_free_memory
 
-from ragsense.data import load_wikieval  # noqa: E402
-from ragsense.guard import CheckRow, Guard  # noqa: E402
-from ragsense.guard._memory import release_free_memory  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class _MallInfo2(ctypes.Structure):

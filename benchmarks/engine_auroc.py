@@ -1,8 +1,8 @@
 """Does a faster CPU engine keep ConSens's scores? AUROC on WikiEval and HaluEval-dev, torch vs engine.
 
-    .venv/bin/python benchmarks/engine_auroc.py torch --out docs/results/speed
-    .venv/bin/python benchmarks/engine_auroc.py ct2-int8 --out docs/results/speed --work runs/engines
-    .venv/bin/python benchmarks/engine_auroc.py --compare ct2-int8 --out docs/results/speed
+    .venv/bin/python -m benchmarks.engine_auroc torch --out docs/results/speed
+    .venv/bin/python -m benchmarks.engine_auroc ct2-int8 --out docs/results/speed --work runs/engines
+    .venv/bin/python -m benchmarks.engine_auroc --compare ct2-int8 --out docs/results/speed
 
 Scores the default ConSens (bundled SmolLM2) on WikiEval's 50 grounded/ungrounded pairs and the first
 ``--halueval`` HaluEval-dev right/hallucinated pairs, one thread, and writes the per-row scores to
@@ -18,11 +18,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ragsense.consens import GroundingScorer
 from ragsense.data import load_halueval, load_wikieval

@@ -1,8 +1,8 @@
 """What a report costs: its size, the time to write it, and the time Chromium takes to open it.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/report_size.py --rows 1000,10000
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/report_size.py --run RUN --store runs.sqlite
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/report_size.py --synthetic 10000
+    OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.report_size --rows 1000,10000
+    OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.report_size --run RUN --store runs.sqlite
+    OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.report_size --synthetic 10000
 
 The first form builds RAG rows from SQuAD 2.0 dev (``RAGSENSE_DATA_DIR``, default ../shared/data):
 each question with its paragraph and another paragraph of the same article as documents, and as the
@@ -38,18 +38,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.report._cdp import Browser, find_chromium
+
+from ragsense import evaluate
+from ragsense.consens import ConSens
+from ragsense.data import load_squad_v2
+from ragsense.report import write_report
+from ragsense.runs import RunStore
+from ragsense.vera import Vera
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests" / "report"))  # the DevTools-pipe client of the browser tests
-
-from _cdp import Browser, find_chromium  # noqa: E402
-
-from ragsense import evaluate  # noqa: E402
-from ragsense.consens import ConSens  # noqa: E402
-from ragsense.data import load_squad_v2  # noqa: E402
-from ragsense.report import write_report  # noqa: E402
-from ragsense.runs import RunStore  # noqa: E402
-from ragsense.vera import Vera  # noqa: E402
 
 SENTENCE = re.compile(r"[^.!?]+[.!?]")
 
@@ -148,7 +146,7 @@ def main() -> None:
         store = RunStore(args.store) if args.store else RunStore()
         results.append(measure(store, store.get(args.run).id, folder))
     elif args.synthetic:
-        from _rows import METRICS, quick_summary, synthetic_rows
+        from tests.report._rows import METRICS, quick_summary, synthetic_rows
 
         store = RunStore(folder / "runs.sqlite")
         rows = synthetic_rows(args.synthetic, docs=3, doc_chars=1200)

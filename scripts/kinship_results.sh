@@ -36,4 +36,4 @@ for model in $models; do
     "${sample[@]}" --model "$model" --threads "$threads" \
     --out "docs/results/kinship/${model}-6names${suffix}" "$@"
 done
-.venv/bin/python benchmarks/kinship_ci_tables.py docs/results/kinship/*-6names"${suffix}"
+.venv/bin/python -m papers.kinship.kinship_ci_tables docs/results/kinship/*-6names"${suffix}"

@@ -84,7 +84,7 @@ def write_reader_files(folder: Path) -> list[str]:
     ``rows.*`` (and the correctness pages' ``train*``, ``new*`` and ``test_rows`` files) are the bundled
     sample of 10 rows (question, contexts, answer, reference); ``rows-v2.jsonl`` is the same rows with
     the invented answers fixed; ``labelled.jsonl`` holds 48 rows labelled 1 (grounded) or 0. As in a
-    checkout, ``benchmarks/`` and ``docs/results/`` are there too (links to this repository's).
+    checkout, ``benchmarks/``, ``papers/`` and ``docs/results/`` are there too (links to this repository's).
     """
     from ragsense.data import write_csv, write_jsonl, write_parquet
 
@@ -103,9 +103,10 @@ def write_reader_files(folder: Path) -> list[str]:
     write_parquet(folder / "rows.parquet", sample)
     # Examples that run a script of the repository or read a committed result run from a checkout.
     (folder / "benchmarks").symlink_to(REPO / "benchmarks", target_is_directory=True)
+    (folder / "papers").symlink_to(REPO / "papers", target_is_directory=True)
     (folder / "docs").mkdir()
     (folder / "docs" / "results").symlink_to(REPO / "docs" / "results", target_is_directory=True)
-    return sorted([*jsonl, "rows.csv", "rows.parquet", "benchmarks", "docs/results"])
+    return sorted([*jsonl, "rows.csv", "rows.parquet", "benchmarks", "papers", "docs/results"])
 
 
 # ---------------------------------------------------------------------------------------------- code

@@ -1,4 +1,4 @@
-"""benchmarks/consens_aggregates.py: the rule that picks the default aggregate and the verdict bands."""
+"""papers/consens/consens_aggregates.py: the rule that picks the default aggregate and the verdict bands."""
 
 import gzip
 import importlib.util
@@ -8,7 +8,7 @@ from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "consens_aggregates.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "papers" / "consens" / "consens_aggregates.py"
 
 
 def _script() -> ModuleType:

@@ -266,7 +266,7 @@ def test_tables_script_prints_the_report(
     figures = module.correctness_squad(
         load_model("fake"), _squad(shared_data), limit=100, out=str(tmp_path), metric="rouge_f1", n_trees=5
     )
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "correctness_tables.py"
+    script = Path(__file__).resolve().parents[2] / "papers" / "correctness" / "correctness_tables.py"
     spec = importlib.util.spec_from_file_location("correctness_tables", script)
     assert spec is not None and spec.loader is not None
     tables = importlib.util.module_from_spec(spec)

@@ -163,7 +163,7 @@ def test_vera_wikieval_adherence_only_keeps_what_every_figure_is_recomputed_from
     import runpy
     import sys
 
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "vera_adherence.py"
+    script = Path(__file__).resolve().parents[2] / "papers" / "vera" / "vera_adherence.py"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(
             sys, "argv", ["vera_adherence.py", str(tmp_path / "vera_wikieval_adherence.jsonl"), "--json"]

@@ -21,6 +21,8 @@ from ragsense.consens._calibrate import (
     stratified_folds,
     ungrounded_edge,
 )
+from ragsense.consens._evidence import FEATURES as EVIDENCE_FEATURES
+from ragsense.consens._evidence import floored, row_features
 from ragsense.consens._math import (
     Aggregation,
     consens_from_log_ppl,
@@ -58,6 +60,7 @@ __all__ = [
     "DEFAULT_FOLDS",
     "DEFAULT_MIN_PER_CLASS",
     "DEFAULT_TARGET_PRECISION",
+    "EVIDENCE_FEATURES",
     "GROUNDED_AT",
     "NO_CONTEXT_CACHE",
     "PAPER_TEMPLATE",
@@ -79,9 +82,11 @@ __all__ = [
     "consens_from_log_ppl",
     "consens_from_word_nll",
     "default_bands",
+    "floored",
     "grounded_edge",
     "log_mean_perplexity",
     "resolve_bands",
+    "row_features",
     "stratified_folds",
     "support_r",
     "ungrounded_edge",

@@ -7,10 +7,23 @@ an experiment's module loads only when it runs.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragsense.plugins import EntryPointRegistry
+
+if TYPE_CHECKING:
+    from ragsense.experiments._consens import (
+        PAIR_LABELS,
+        partial_context,
+        partial_context_sentences,
+        right_vs_rest,
+    )
+    from ragsense.experiments._correctness import paragraph_of, squad_split
+    from ragsense.experiments._correctness_report import FOLDS, forest_fit_predict, grouped_folds, out_of_fold
+    from ragsense.experiments._figures import contrast, delong_against, verdict_figures
+    from ragsense.experiments._vera import squad_items
 
 ENTRY_POINT_GROUP = "ragsense.experiments"
 
@@ -53,4 +66,56 @@ class _Experiments(Mapping[str, Experiment]):
 
 EXPERIMENTS: Mapping[str, Experiment] = _Experiments()
 
-__all__ = ["ENTRY_POINT_GROUP", "EXPERIMENTS", "Experiment"]
+# The helpers the papers' scripts (papers/ in the repository) reuse, by the module that defines them;
+# each loads on first use, as the experiments do, so importing the registry stays cheap.
+_HELPERS: dict[str, str] = {
+    "PAIR_LABELS": "_consens",
+    "partial_context": "_consens",
+    "partial_context_sentences": "_consens",
+    "right_vs_rest": "_consens",
+    "paragraph_of": "_correctness",
+    "squad_split": "_correctness",
+    "FOLDS": "_correctness_report",
+    "forest_fit_predict": "_correctness_report",
+    "grouped_folds": "_correctness_report",
+    "out_of_fold": "_correctness_report",
+    "contrast": "_figures",
+    "delong_against": "_figures",
+    "verdict_figures": "_figures",
+    "squad_items": "_vera",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A papers' helper, imported from its module on first use.
+
+    >>> from ragsense.experiments import squad_split
+    >>> squad_split.__name__
+    'squad_split'
+    """
+    if name not in _HELPERS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HELPERS[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "EXPERIMENTS",
+    "FOLDS",
+    "PAIR_LABELS",
+    "Experiment",
+    "contrast",
+    "delong_against",
+    "forest_fit_predict",
+    "grouped_folds",
+    "out_of_fold",
+    "paragraph_of",
+    "partial_context",
+    "partial_context_sentences",
+    "right_vs_rest",
+    "squad_items",
+    "squad_split",
+    "verdict_figures",
+]

@@ -24,6 +24,7 @@ from ragsense.guard._auth import ApiKeys, KeyLimiter
 from ragsense.guard._check import Guard, Policy, check, shape_result, weakest_words
 from ragsense.guard._config import GuardConfig
 from ragsense.guard._limits import GuardRequestError, Limits
+from ragsense.guard._memory import release_free_memory
 from ragsense.guard._schema import CheckRequest, CheckResponse, CheckResult, CheckRow
 
 if TYPE_CHECKING:
@@ -96,6 +97,7 @@ __all__ = [
     "RunningGuard",
     "check",
     "create_app",
+    "release_free_memory",
     "serve",
     "shape_result",
     "start_in_thread",

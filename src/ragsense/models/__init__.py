@@ -8,7 +8,7 @@
 (' Paris',)
 """
 
-from ragsense.models._bundled import BUNDLED_MODELS
+from ragsense.models._bundled import BUNDLED_MODELS, converted_path
 from ragsense.models._interface import (
     ChatMessage,
     ChoiceRequest,
@@ -37,6 +37,7 @@ from ragsense.models._openai_server import served_model_ids
 from ragsense.models._pool import ModelPool, ModelSpec, shared_pool
 from ragsense.models._registry import DEFAULT_MODEL, available_backends, load_model, resolve_name
 from ragsense.models._structured import UnsupportedSchemaError, generate_structured
+from ragsense.models._transformers import TransformersModel
 
 __all__ = [
     "BUNDLED_MODELS",
@@ -62,9 +63,11 @@ __all__ = [
     "SupportsScoredGeneration",
     "SupportsStructuredChat",
     "SupportsTokenAccess",
+    "TransformersModel",
     "UnsupportedSchemaError",
     "available_backends",
     "chat_available",
+    "converted_path",
     "generate_structured",
     "load_model",
     "require",

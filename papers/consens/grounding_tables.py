@@ -1,6 +1,6 @@
 """Print docs/results.md's tables for the default grounding score from grounding_default.py's JSON.
 
-    python benchmarks/grounding_tables.py docs/results/consens/grounding_default.json [--title TEXT]
+    python -m papers.consens.grounding_tables docs/results/consens/grounding_default.json [--title TEXT]
 
 Markdown on standard output: the development-half choice (rule 2), the report halves beside every
 trivial baseline (and FaithBench's shipped detectors), and the verdict bands' precision and coverage.

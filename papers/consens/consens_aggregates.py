@@ -27,7 +27,7 @@ The rule, fixed before any score was looked at (issue 13):
 
 Usage (after the experiments wrote their per-item files with ``--out``):
 
-    python benchmarks/consens_aggregates.py \\
+    python -m papers.consens.consens_aggregates \\
         --wikieval docs/results/consens/smollm2-135m/consens-wikieval.jsonl.gz \\
         --halueval docs/results/consens/smollm2-135m/consens-halueval.jsonl.gz \\
         --pubmedqa docs/results/consens/smollm2-135m/consens-pubmedqa-partial.jsonl.gz
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsense.consens import Aggregation, consens_from_word_nll
-from ragsense.experiments._consens import PAIR_LABELS
+from ragsense.experiments import PAIR_LABELS
 from ragsense.stats import bootstrap_ci, delong_paired, roc_auc
 
 # The two results of each experiment's per-item record: (should score higher, lower).
@@ -62,7 +62,7 @@ ANSWER_LEVEL = ("wikieval", "halueval")
 TIE = 0.005
 INCUMBENT = Aggregation.GEOMETRIC.value
 # The aggregates this rule (issue 13) chose among: the word-contrast ones. ``support`` came later
-# (issue 24, benchmarks/grounding_default.py) and needs each word's context, which these files lack.
+# (issue 24, papers/consens/grounding_default.py) and needs each word's context, which these files lack.
 CANDIDATES = tuple(a for a in Aggregation if a is not Aggregation.SUPPORT)
 
 

@@ -10,7 +10,7 @@ scored words and its context (rebuilt from the data files), as the scorer comput
 lexical-support baseline (minus the share of scored words the context does not state) comes from
 the same words.
 
-    python benchmarks/consens_tables.py [--dir docs/results/consens]
+    python -m papers.consens.consens_tables [--dir docs/results/consens]
 """
 
 from __future__ import annotations
@@ -29,13 +29,15 @@ from ragsense.consens import (
     verdict,
 )
 from ragsense.data import load_faithbench, load_halueval, load_pubmedqa, load_wikieval
-from ragsense.experiments._consens import (
+from ragsense.experiments import (
     PAIR_LABELS,
+    contrast,
+    delong_against,
     partial_context,
     partial_context_sentences,
     right_vs_rest,
+    verdict_figures,
 )
-from ragsense.experiments._figures import contrast, delong_against, verdict_figures
 from ragsense.stats import bootstrap_ci, roc_auc
 from ragsense.text import ContextVocabulary
 

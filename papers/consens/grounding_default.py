@@ -3,7 +3,7 @@
 Issue 24: the default must beat every trivial baseline on every development set, length-matched
 pairs and summaries included. This script reads the per-item outputs of the ConSens experiments
 (every scored word's NLL with and without the context), recomputes each candidate score from them
-with the word-level evidence of :mod:`ragsense.consens._evidence` (the likelihood contrast and
+with the word-level evidence of :func:`ragsense.consens.row_features` (the likelihood contrast and
 whether the context states the word), and applies the rule below. No language model runs here.
 
 THE RULE (written into this script and committed before any candidate was scored):
@@ -71,7 +71,7 @@ and the project's held-out sets. Rule 2 changes only this:
 
 Usage (after the experiments wrote their per-item files with ``--out``; model SmolLM2-135M):
 
-    python benchmarks/grounding_default.py --results docs/results/consens/smollm2-135m \\
+    python -m papers.consens.grounding_default --results docs/results/consens/smollm2-135m \\
         --out docs/results/consens/grounding_default.json
 
 writes the figures as JSON (the last output line too) and ``--model-out`` the trained calibrated
@@ -92,10 +92,10 @@ from typing import Any
 
 import numpy as np
 
-from ragsense.consens import Aggregation, consens_from_word_nll
-from ragsense.consens._evidence import FEATURES, floored, row_features
+from ragsense.consens import EVIDENCE_FEATURES as FEATURES
+from ragsense.consens import Aggregation, consens_from_word_nll, floored, row_features
 from ragsense.data import load_faithbench, load_halueval, load_pubmedqa, load_wikieval
-from ragsense.experiments._consens import partial_context
+from ragsense.experiments import partial_context
 from ragsense.stats import delong_paired, roc_auc, wilson_ci
 from ragsense.text import ContextVocabulary
 
@@ -590,7 +590,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         entry["bands_dev"] = band_figures(dev[name], default, bands)
         report[name] = entry
     figures = {
-        "rule": f"benchmarks/grounding_default.py docstring, rule {args.rule}",
+        "rule": f"papers/consens/grounding_default.py docstring, rule {args.rule}",
         "development": dev_table,
         "choice": {"summary": summary, "tied": tied, "chosen": chosen, "applied": bool(applied)},
         "bands": {"grounded_at": bands[0], "ungrounded_below": bands[1]},

@@ -1,7 +1,7 @@
 """Every hand-derived figure of the vera-squad results, printed from the per-item records.
 
-    .venv/bin/python benchmarks/vera_squad_figures.py docs/results/vera/vera_squad_smollm2.jsonl
-    .venv/bin/python benchmarks/vera_squad_figures.py AFTER.jsonl --before BEFORE.jsonl
+    .venv/bin/python -m papers.vera.vera_squad_figures docs/results/vera/vera_squad_smollm2.jsonl
+    .venv/bin/python -m papers.vera.vera_squad_figures AFTER.jsonl --before BEFORE.jsonl
 
 For one run (``ragsense experiment vera-squad --out DIR`` writes ``DIR/vera_squad.jsonl``): accuracy
 with and without VERA, refusals of answerable and unanswerable questions, each with a 95% Wilson
@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from ragsense.stats import bootstrap_ci, sign_test, wilson_ci
+from ragsense.stats import bootstrap_ci, share_ci, sign_test
 
 
 def _read(path: str) -> list[dict[str, Any]]:
@@ -30,11 +27,11 @@ def _read(path: str) -> list[dict[str, Any]]:
 
 
 def share(rows: Sequence[dict[str, Any]], key: str) -> str:
-    k, n = sum(bool(r.get(key)) for r in rows), len(rows)
-    if not n:
+    """How many rows have ``key`` set, as ragsense.stats computes every share (Wilson interval)."""
+    if not rows:
         return "-"
-    low, high = wilson_ci(k, n)
-    return f"{k} of {n} = {k / n:.2f} [{low:.2f}, {high:.2f}]"
+    s = share_ci(sum(bool(r.get(key)) for r in rows), len(rows))
+    return f"{s['count']} of {s['n']} = {s['share']:.2f} [{s['low']:.2f}, {s['high']:.2f}]"
 
 
 def source(r: dict[str, Any]) -> str:

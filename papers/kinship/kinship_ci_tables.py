@@ -1,7 +1,7 @@
 """Print kinship runs as Markdown tables with 95% Wilson intervals on every cell (docs/results.md).
 
-    python benchmarks/kinship_ci_tables.py docs/results/kinship/smollm2-135m-6names ...
-    python benchmarks/kinship_ci_tables.py --rerender docs/results/kinship/smollm2-135m-6names
+    python -m papers.kinship.kinship_ci_tables docs/results/kinship/smollm2-135m-6names ...
+    python -m papers.kinship.kinship_ci_tables --rerender docs/results/kinship/smollm2-135m-6names
 
 For each run directory it prints an accuracy table and a retrieval-recall table, each cell
 "share (low–high)", the queries per condition and the number of empty answers.

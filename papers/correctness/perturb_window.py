@@ -1,8 +1,8 @@
 """How far the iterative perturbation's re-score window can shrink and still pick what exact mode picks.
 
-    nice -n 5 .venv/bin/python benchmarks/perturb_window.py --part train --contexts 40 \
+    nice -n 5 .venv/bin/python -m papers.correctness.perturb_window --part train --contexts 40 \
         --out docs/results/speed/perturb_window_train.jsonl
-    nice -n 5 .venv/bin/python benchmarks/perturb_window.py --part eval --contexts 40 \
+    nice -n 5 .venv/bin/python -m papers.correctness.perturb_window --part eval --contexts 40 \
         --out docs/results/speed/perturb_window_eval.jsonl
 
 The iterative, entropy-based perturbation (the paper's standard setting) re-ranks the context after
@@ -29,10 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
 from ragsense.correctness import PerturbationSettings, Perturber
-from ragsense.experiments._correctness import squad_split
+from ragsense.experiments import squad_split
 from ragsense.models import load_model
 
 WINDOWS: tuple[int | None, ...] = (None, 16, 8, 4)

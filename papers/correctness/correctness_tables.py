@@ -1,9 +1,9 @@
 """The correctness paper's ablation tables (Zhang et al., Tables 2-9) with the bundled models, and the
 markdown of the ``correctness-squad`` evaluation-split figures.
 
-    .venv/bin/python benchmarks/correctness_tables.py --n 140            # compute (resumable)
-    .venv/bin/python benchmarks/correctness_tables.py --n 140 --tables   # print the ablation tables
-    .venv/bin/python benchmarks/correctness_tables.py --report runs/c13/correctness   # split figures
+    .venv/bin/python -m papers.correctness.correctness_tables --n 140            # compute (resumable)
+    .venv/bin/python -m papers.correctness.correctness_tables --n 140 --tables   # print the ablation tables
+    .venv/bin/python -m papers.correctness.correctness_tables --report runs/c13/correctness   # split figures
 
 Samples: the first ``--n`` samples of the training part of the ``correctness-squad`` split (seed 0,
 split by paragraph). Each configuration's features are extracted (the Baseline and Normal conditions
@@ -24,30 +24,33 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
 from ragsense.cache import cache_dir
 from ragsense.correctness import (
     DEFAULT_AGGREGATES,
     DEFAULT_THRESHOLDS,
+    DEFAULT_TREES,
     FeatureExtractor,
+    Metric,
     PerturbationSettings,
     SampleFeatures,
     correctness_targets,
     evaluate_estimates,
     feature_names,
 )
-from ragsense.correctness._estimator import DEFAULT_TREES
-from ragsense.correctness._targets import Metric
-from ragsense.experiments._correctness import paragraph_of, squad_split
-from ragsense.experiments._correctness_report import FOLDS, forest_fit_predict, grouped_folds, out_of_fold
+from ragsense.experiments import (
+    FOLDS,
+    forest_fit_predict,
+    grouped_folds,
+    out_of_fold,
+    paragraph_of,
+    squad_split,
+)
 from ragsense.models import load_model
 from ragsense.stats import bootstrap_ci, roc_auc
 

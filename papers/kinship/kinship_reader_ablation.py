@@ -4,7 +4,7 @@ Runs each variant of the naive RAG pipeline on the same sampled control and expe
 one k and prints accuracy per variant (retrieval is identical across variants, so only the reader
 changes). The few-shot examples are generic (rivers, bridges), not kinship.
 
-    python benchmarks/kinship_reader_ablation.py --model smollm2-135m --k 5 --max-queries 24
+    python -m papers.kinship.kinship_reader_ablation --model smollm2-135m --k 5 --max-queries 24
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ConSens paper's Table 1 example with the default model: python benchmarks/table1_example.py"""
+"""The ConSens paper's Table 1 example with the default model: python -m papers.consens.table1_example"""
 
 import ragsense
 

@@ -1,6 +1,6 @@
 """Print the kinship runs of docs/results.md beside the paper's Table 1, as Markdown.
 
-    python benchmarks/kinship_paper_tables.py docs/results/kinship/smollm2-135m-12names ...
+    python -m papers.kinship.kinship_paper_tables docs/results/kinship/smollm2-135m-12names ...
 
 Each cell is "accuracy (retrieval recall)"; the paper's figures (LangChain, text-embedding-3-large and
 GPT-4o-mini) are quoted from its Table 1.

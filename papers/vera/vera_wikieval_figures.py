@@ -1,6 +1,6 @@
 """The figures of a full (four-row) vera-wikieval run, with 95% intervals, from its per-item records.
 
-    .venv/bin/python benchmarks/vera_wikieval_figures.py docs/results/vera/vera_wikieval_smollm2.jsonl
+    .venv/bin/python -m papers.vera.vera_wikieval_figures docs/results/vera/vera_wikieval_smollm2.jsonl
 
 ``ragsense experiment vera-wikieval --limit N --out DIR`` writes ``DIR/vera_wikieval.jsonl``: per
 question, the scores of (context_v1, grounded answer) "v1", (context_v2, grounded answer) "v2",
@@ -14,10 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ragsense.stats import bootstrap_ci
 

@@ -1,7 +1,7 @@
 """VERA's response adherence on WikiEval: choose on questions 0-23, report on 24-49 and on all 50.
 
     .venv/bin/ragsense experiment vera-wikieval --adherence-only --limit 50 --out runs/vera-adherence
-    .venv/bin/python benchmarks/vera_adherence.py runs/vera-adherence/vera_wikieval_adherence.jsonl
+    .venv/bin/python -m papers.vera.vera_adherence runs/vera-adherence/vera_wikieval_adherence.jsonl
 
 The experiment keeps, for every statement of the grounded and the ungrounded answer (both judged
 against context_v1), the judge's token log-probabilities for each label, the content-free prior, and
@@ -29,12 +29,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ragsense.stats import bootstrap_ci, delong_paired, roc_auc, sign_test
 from ragsense.vera import LABEL_SCORINGS, RESPONSE_ADHERENCE, decide_label, label_probabilities

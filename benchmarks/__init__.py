@@ -1,0 +1,1 @@
+"""Speed runs: run from the repository root with ``python -m benchmarks.NAME`` (see docs/speed.md)."""

@@ -1,0 +1,1 @@
+"""The consens paper's tables, figures and studies: see papers/README.md."""

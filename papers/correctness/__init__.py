@@ -1,0 +1,1 @@
+"""The correctness paper's tables, figures and studies: see papers/README.md."""

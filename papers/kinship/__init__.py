@@ -1,0 +1,1 @@
+"""The kinship paper's tables, figures and studies: see papers/README.md."""

@@ -1,0 +1,1 @@
+"""The vera paper's tables, figures and studies: see papers/README.md."""
