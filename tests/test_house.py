@@ -57,9 +57,6 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
 )
 """docs/architecture.md's floors, lowest first."""
 
-KNOWN_MODULE_CYCLES: tuple[frozenset[str], ...] = ()
-"""Import cycles between modules accepted for now: none (evaluation/_api <-> _ray_engine is gone)."""
-
 
 @dataclass(frozen=True)
 class Module:
@@ -298,12 +295,7 @@ def test_no_import_cycles_between_packages() -> None:
 
 
 def test_no_import_cycles_between_modules() -> None:
-    new = [sorted(c) for c in cycles(module_graph()) if c not in KNOWN_MODULE_CYCLES]
-    assert new == []
-
-
-def test_no_module_cycle_at_all() -> None:
-    assert cycles(module_graph()) == []
+    assert [sorted(c) for c in cycles(module_graph())] == []
 
 
 MAX_MODULE_LINES = 500
