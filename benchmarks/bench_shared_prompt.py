@@ -10,9 +10,10 @@ Two workloads on the first ``--items`` WikiEval questions (``context_v1``), both
   and every statement scored by ConSens against the question and context, as VERA's default
   adherence signal does; its cost is printed as a ratio to one ConSens pass over the whole row.
 
-Each is timed with the shared route on (the default) and off (``MIN_SHARED_PROMPT`` set out of reach,
-which is the code before it), and against the raw forward pass: the model body over the same unique
-token sequences the scorer would compute without sharing. Ratios are time(raw body) / time(x): higher
+Each is timed with the shared route on (the default) and off (the model option ``min_shared_prompt``
+set out of reach, which is the code before it), both without the cross-call prompt cache, and against
+the raw forward pass: the model body over the same unique token sequences the scorer would compute
+without sharing. Ratios are time(raw body) / time(x): higher
 is faster. The last line is one JSON object.
 """
 
@@ -27,7 +28,6 @@ import sys
 import time
 from typing import Any
 
-import ragsense.models._hf_scoring as hf_scoring
 from ragsense.consens import GroundingScorer
 from ragsense.data import load_wikieval
 from ragsense.models import ScoreRequest, load_model
@@ -37,15 +37,13 @@ Row = tuple[str, list[str], str]
 
 
 def _timed_score(model: Any, rows: list[Row], *, shared: bool) -> tuple[float, list[Any]]:
-    """Seconds and results of ConSens over ``rows`` in one call, with a fresh no-context cache."""
-    saved = hf_scoring.MIN_SHARED_PROMPT
-    hf_scoring.MIN_SHARED_PROMPT = saved if shared else 10**9
-    try:
-        started = time.perf_counter()
-        results = asyncio.run(GroundingScorer(model).score(rows))
-        return time.perf_counter() - started, results
-    finally:
-        hf_scoring.MIN_SHARED_PROMPT = saved
+    """Seconds and results of ConSens over ``rows`` in one call, with a fresh no-context cache. Both
+    settings run on the model's weights without the cross-call prompt cache (each call reads its
+    prompts); "off" sets ``min_shared_prompt`` out of reach."""
+    variant = model.with_settings(prompt_cache_tokens=0, min_shared_prompt=32 if shared else 10**9)
+    started = time.perf_counter()
+    results = asyncio.run(GroundingScorer(variant).score(rows))
+    return time.perf_counter() - started, results
 
 
 def _raw_body(model: Any, rows: list[Row]) -> tuple[float, int]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from ragsense.consens import GroundingScorer
 from ragsense.data import load_halueval, load_wikieval
+from ragsense.models import ContinuationScore
 from ragsense.stats import delong_paired, roc_auc
 
 Row = tuple[str, list[str], str]
@@ -48,8 +49,6 @@ def _rows(halueval: int) -> tuple[list[Row], list[tuple[str, bool]]]:
 
 def _use_engine(model: Any, engine: str, work: Path) -> None:
     """Route the backend's scoring through ``engine`` (benchmark only: patches this model object)."""
-    import ragsense.models._hf_scoring as scoring
-
     if engine.startswith("ct2"):
         import ctranslate2
 
@@ -64,7 +63,15 @@ def _use_engine(model: Any, engine: str, work: Path) -> None:
             for e in encoded:
                 tokens = tokenizer.convert_ids_to_tokens(e.ids)
                 logprobs = list(generator.score_batch([tokens], max_input_length=0)[0].log_probs)
-                out.append(scoring._result(e, logprobs[e.first - 1 :]))  # log_probs start at token 1
+                out.append(  # log_probs start at token 1
+                    ContinuationScore(
+                        tokens=tuple(e.tokens),
+                        offsets=tuple(e.offsets),
+                        logprobs=tuple(logprobs[e.first - 1 :]),
+                        prompt_tokens=e.first,
+                        straddles_boundary=e.straddles,
+                    )
+                )
             return out
 
         model._scorer.score_encoded = score_encoded
@@ -85,7 +92,6 @@ def _use_engine(model: Any, engine: str, work: Path) -> None:
             return torch.from_numpy(np.asarray(session.run(None, feeds)[0])), None
 
         kernel.states = states
-        scoring.MIN_SHARED_PROMPT = 10**9  # every request through the padded pass, i.e. through states()
     elif engine != "torch":
         raise SystemExit(f"unknown engine {engine!r}: torch, ct2-int8, ct2-fp32, onnx-int8")
 
@@ -128,7 +134,10 @@ def main() -> None:
         return
     from ragsense.models import load_model
 
-    model = load_model("smollm2-135m", threads=1)
+    # onnx-int8 replaces states(): every request must take the padded pass, which calls it (no prompt
+    # is long enough for the shared route at this min_shared_prompt).
+    options = {"min_shared_prompt": 10**9} if args.engine == "onnx-int8" else {}
+    model = load_model("smollm2-135m", threads=1, **options)
     _use_engine(model, args.engine, Path(args.work))
     rows, _ = _rows(args.halueval)
     results = asyncio.run(GroundingScorer(model).score(rows))

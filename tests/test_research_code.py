@@ -13,14 +13,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("benchmarks", "papers")
 
-# Engine diagnostics that switch an internal knob of the transformers scorer (the shared-prompt threshold,
-# a module constant the scorer reads on each call), which no public name can set. Each entry must still
-# be needed: a stale one fails test_the_allowed_private_imports_are_still_used.
-ALLOWED_PRIVATE = {
-    ("benchmarks/bench_shared_prompt.py", "ragsense.models._hf_scoring"),
-    ("benchmarks/engine_auroc.py", "ragsense.models._hf_scoring"),
-}
-
 
 def _scripts() -> Iterator[tuple[str, ast.Module]]:
     for folder in FOLDERS:
@@ -45,10 +37,6 @@ def _private_imports(tree: ast.Module) -> Iterator[tuple[int, str]]:
 
 def _has_private_part(module: str) -> bool:
     return any(p.startswith("_") and not p.startswith("__") for p in module.split("."))
-
-
-def _found() -> set[tuple[str, str]]:
-    return {(name, module) for name, tree in _scripts() for _, module in _private_imports(tree)}
 
 
 def test_the_folders_hold_scripts() -> None:
@@ -76,18 +64,9 @@ def test_no_script_edits_sys_path() -> None:
 
 def test_no_script_imports_a_private_ragsense_module() -> None:
     offenders = [
-        f"{name}:{line} {module}"
-        for name, tree in _scripts()
-        for line, module in _private_imports(tree)
-        if not any(name == f and module.startswith(m) for f, m in ALLOWED_PRIVATE)
+        f"{name}:{line} {module}" for name, tree in _scripts() for line, module in _private_imports(tree)
     ]
     assert not offenders, "private ragsense imports (use or add a public name): " + ", ".join(offenders)
-
-
-def test_the_allowed_private_imports_are_still_used() -> None:
-    found = _found()
-    stale = [f for f, m in ALLOWED_PRIVATE if not any(f == g and n.startswith(m) for g, n in found)]
-    assert not stale, f"ALLOWED_PRIVATE lists imports no longer made: {stale}"
 
 
 def test_the_private_import_check_catches_both_forms() -> None:

@@ -36,10 +36,8 @@ def _requests() -> list[ScoreRequest]:
     return [ScoreRequest(CONTEXT, a) for a in ANSWERS] + [ScoreRequest("Hi", " there")]
 
 
-def _with(model: Any, **options: Any) -> TransformersModel:
-    return TransformersModel(
-        model._model, model.tokenizer, name=model.info.name, fingerprint=model.info.fingerprint, **options
-    )
+def _with(model: TransformersModel, **options: Any) -> TransformersModel:
+    return model.with_settings(**options)
 
 
 @pytest.fixture
@@ -58,12 +56,13 @@ def prompt_passes(smollm2: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[lis
 
 def test_alone_and_together_are_bit_identical_on_cpu(smollm2: Any, prompt_passes: list[int]) -> None:
     assert smollm2.max_batch_size == 1  # the CPU default
+    model = _with(smollm2, prompt_cache_tokens=0)  # no cross-call cache: each call reads its prompt
     requests = _requests()
-    alone = [smollm2.score_sync([r])[0] for r in requests]
+    alone = [model.score_sync([r])[0] for r in requests]
     assert len(prompt_passes) == len(ANSWERS)  # "Hi" is too short a prompt to take the route
     assert all(n >= MIN_SHARED_PROMPT for n in prompt_passes)
     prompt_passes.clear()
-    together = smollm2.score_sync(requests)
+    together = model.score_sync(requests)
     assert len(prompt_passes) == 1  # one prompt pass serves the four answers
     assert together == alone
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ragsense.consens import DEFAULT_AGGREGATION, Aggregation
-from ragsense.models import DEFAULT_MODEL, LanguageModel, shared_pool
+from ragsense.models import DEFAULT_MODEL, DEFAULT_PROMPT_CACHE_TOKENS, LanguageModel, shared_pool
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +34,17 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="torch CPU threads (keep threads x processes at or below the core count)",
+    )
+    group.add_argument(
+        "--prompt-cache-tokens",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help=(
+            "transformers backend: prompt tokens whose KV states are kept across chunks, so a context "
+            f"that returns is read once (default {DEFAULT_PROMPT_CACHE_TOKENS:,}, about 750 MB for "
+            "smollm2-135m; 0: off)"
+        ),
     )
 
 
@@ -77,7 +88,8 @@ def model_name_from_args(args: argparse.Namespace) -> str:
 
 
 def model_spec_from_args(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    """The model name and the load options the flags give (``--base-url``, ``--device``, ``--threads``)."""
+    """The model name and the load options the flags give (``--base-url``, ``--device``, ``--threads``,
+    ``--prompt-cache-tokens``)."""
     options: dict[str, Any] = {}
     args.model = model_name_from_args(args)
     if args.model.startswith("openai:"):
@@ -87,6 +99,8 @@ def model_spec_from_args(args: argparse.Namespace) -> tuple[str, dict[str, Any]]
         options["device"] = args.device
         if args.threads is not None:
             options["threads"] = args.threads
+        if getattr(args, "prompt_cache_tokens", None) is not None and not args.model.startswith("vllm:"):
+            options["prompt_cache_tokens"] = args.prompt_cache_tokens
     return args.model, options
 
 

@@ -9,6 +9,7 @@
 """
 
 from ragsense.models._bundled import BUNDLED_MODELS, converted_path
+from ragsense.models._hf_prompt_cache import DEFAULT_PROMPT_CACHE_TOKENS, PromptCacheStats
 from ragsense.models._interface import (
     ChatMessage,
     ChoiceRequest,
@@ -42,6 +43,7 @@ from ragsense.models._transformers import TransformersModel
 __all__ = [
     "BUNDLED_MODELS",
     "DEFAULT_MODEL",
+    "DEFAULT_PROMPT_CACHE_TOKENS",
     "ChatMessage",
     "ChoiceRequest",
     "ContinuationScore",
@@ -51,6 +53,7 @@ __all__ = [
     "ModelInfo",
     "ModelPool",
     "ModelSpec",
+    "PromptCacheStats",
     "PromptLogprobs",
     "ScoreRequest",
     "ScoredGeneration",

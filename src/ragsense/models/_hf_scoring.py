@@ -13,13 +13,20 @@
   that route and each continuation runs alone, so a request's log-probs never depend on the other
   requests of the call. With batching (GPU) only prompts shared by two or more requests take it, their
   continuations batched; the rest go through the padded batches.
+* Prompt states outlive the call in a :class:`~ragsense.models._hf_prompt_cache.PromptStateCache`
+  (``prompt_cache_tokens``, an LRU keyed by the exact prompt token ids), so a context that returns in
+  a later call (the next chunk, the guard's next batch) is not read again; results are bit-identical
+  with the cache on or off, or with ``reuse_prompts=False``, which gives every request its own prompt
+  pass on the same route (the baseline of benchmarks/bench_reuse.py).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ragsense.models._hf_prompt_cache import PromptStateCache
 from ragsense.models._hf_shared import (
     MIN_SHARED_PROMPT,
     SCORE_KV_TOKENS,
@@ -103,7 +110,9 @@ def plan_batches(lengths: list[int], max_batch_tokens: int, max_batch_size: int)
 
 class PackedScorer:
     """The ``score`` path of one loaded model. ``max_batch_tokens`` bounds the padded tokens of one
-    forward pass, ``max_batch_size`` its rows."""
+    forward pass, ``max_batch_size`` its rows. Prompts of at least ``min_shared_prompt`` tokens take
+    the prompt + continuation route; with ``reuse_prompts`` requests with the same prompt share its
+    pass, within the call and, through ``prompt_cache`` (None: off), across calls."""
 
     def __init__(
         self,
@@ -114,6 +123,9 @@ class PackedScorer:
         context_window: int,
         max_batch_tokens: int,
         max_batch_size: int,
+        min_shared_prompt: int = MIN_SHARED_PROMPT,
+        reuse_prompts: bool = True,
+        prompt_cache: PromptStateCache | None = None,
     ) -> None:
         self.kernel = kernel
         self.tokenizer = tokenizer
@@ -121,6 +133,9 @@ class PackedScorer:
         self.context_window = context_window
         self.max_batch_tokens = max_batch_tokens
         self.max_batch_size = max_batch_size
+        self.min_shared_prompt = min_shared_prompt
+        self.reuse_prompts = reuse_prompts
+        self.prompt_cache = prompt_cache if reuse_prompts else None
 
     def encode(self, req: ScoreRequest) -> Encoded:
         return encode(self.tokenizer, req, self.context_window)
@@ -139,10 +154,12 @@ class PackedScorer:
 
     def score_encoded(self, encoded: list[Encoded]) -> list[ContinuationScore]:
         out: list[ContinuationScore | None] = [None] * len(encoded)
-        by_prompt: dict[tuple[int, ...], list[int]] = {}
+        by_prompt: dict[tuple[int, ...] | int, list[int]] = {}
         for i, e in enumerate(encoded):
-            if e.first >= MIN_SHARED_PROMPT:
-                by_prompt.setdefault(tuple(e.ids[: e.first]), []).append(i)
+            if e.first >= self.min_shared_prompt:
+                # Without reuse every request is its own group: same route, its own prompt pass.
+                key = tuple(e.ids[: e.first]) if self.reuse_prompts else i
+                by_prompt.setdefault(key, []).append(i)
         alone_ok = self.max_batch_size == 1  # one row per pass: the route is the same for every request
         shared = [members for members in by_prompt.values() if len(members) > 1 or alone_ok]
         for members in shared:
@@ -161,7 +178,7 @@ class PackedScorer:
         kernel = self.kernel
         first = items[0].first
         with kernel.torch.inference_mode():
-            cache, last = prompt_state(kernel, items[0].ids[:first])
+            cache, last = self.prompt_state(tuple(items[0].ids[:first]))
             return continuations_on_state(
                 kernel,
                 cache,
@@ -172,6 +189,21 @@ class PackedScorer:
                 kv_tokens=SCORE_KV_TOKENS,
                 max_rows=self.max_batch_size,
             )
+
+    def prompt_state(self, prompt: tuple[int, ...]) -> tuple[Any, Any]:
+        """``(KV cache, last state)`` after ``prompt``, the caller's to extend: from the prompt cache
+        when it holds exactly these ids, else from one pass (then kept there). Call under inference mode."""
+        store = self.prompt_cache
+        if store is not None:
+            hit = store.get(prompt)
+            if hit is not None:
+                return hit
+        cache, last = prompt_state(self.kernel, prompt)
+        if store is not None and len(prompt) <= store.max_tokens:
+            # The kept copy is never extended; ``last`` is cloned so it does not pin all the states.
+            last = last.clone()
+            store.put(prompt, copy.deepcopy(cache), last)
+        return cache, last
 
     def _score_padded(self, encoded: list[Encoded]) -> list[ContinuationScore]:
         torch = self.kernel.torch

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ragsense.errors import ParameterError
 from ragsense.models._chat import has_chat_template, render_chat
 from ragsense.models._decoding import (
     check_scored_config,
@@ -26,7 +27,13 @@ from ragsense.models._decoding import (
 )
 from ragsense.models._hf_choices import ChoiceScorer
 from ragsense.models._hf_loading import load_hf_model
+from ragsense.models._hf_prompt_cache import (
+    DEFAULT_PROMPT_CACHE_TOKENS,
+    PromptCacheStats,
+    PromptStateCache,
+)
 from ragsense.models._hf_scoring import PackedScorer, prompt_logprobs
+from ragsense.models._hf_shared import MIN_SHARED_PROMPT
 from ragsense.models._interface import (
     ChatMessage,
     ChoiceRequest,
@@ -48,6 +55,8 @@ class TransformersModel:
     """A causal LM loaded through transformers. Create it with :func:`ragsense.models.load_model`.
 
     ``max_batch_tokens`` bounds the padded tokens of one forward pass (memory and cache locality).
+    ``min_shared_prompt``, ``reuse_prompts`` and ``prompt_cache_tokens`` set how prompts are shared
+    (see :func:`create_transformers_model`).
     """
 
     # Chat honours GenerationConfig.json_schema (schema-guided decoding), so servers pass it through.
@@ -63,7 +72,20 @@ class TransformersModel:
         max_batch_tokens: int = 4096,
         max_batch_size: int = 32,
         context_window: int | None = None,
+        min_shared_prompt: int = MIN_SHARED_PROMPT,
+        reuse_prompts: bool = True,
+        prompt_cache_tokens: int = DEFAULT_PROMPT_CACHE_TOKENS,
     ) -> None:
+        if min_shared_prompt < 1:
+            raise ParameterError(f"must be 1 or more, got {min_shared_prompt}", parameter="min_shared_prompt")
+        self._settings: dict[str, Any] = {
+            "max_batch_tokens": max_batch_tokens,
+            "max_batch_size": max_batch_size,
+            "context_window": context_window,
+            "min_shared_prompt": min_shared_prompt,
+            "reuse_prompts": reuse_prompts,
+            "prompt_cache_tokens": prompt_cache_tokens,
+        }
         self._torch = import_torch()
         self._model = model
         self._tokenizer = tokenizer
@@ -91,6 +113,9 @@ class TransformersModel:
             context_window=window,
             max_batch_tokens=max_batch_tokens,
             max_batch_size=max_batch_size,
+            min_shared_prompt=min_shared_prompt,
+            reuse_prompts=reuse_prompts,
+            prompt_cache=PromptStateCache(prompt_cache_tokens) if prompt_cache_tokens else None,
         )
         self._choices = ChoiceScorer(self._scorer)
 
@@ -110,6 +135,33 @@ class TransformersModel:
     @property
     def max_batch_size(self) -> int:
         return self._scorer.max_batch_size
+
+    def with_settings(self, **settings: Any) -> TransformersModel:
+        """A model on the same weights and tokenizer (no second copy) with other scoring settings:
+        ``max_batch_tokens``, ``max_batch_size``, ``context_window``, ``min_shared_prompt``,
+        ``reuse_prompts``, ``prompt_cache_tokens``; it has its own prompt cache. What benchmarks use to
+        time one setting against another in one process."""
+        unknown = sorted(set(settings) - set(self._settings))
+        if unknown:
+            raise ParameterError(f"unknown: {', '.join(unknown)}", parameter="settings")
+        return TransformersModel(
+            self._model,
+            self._tokenizer,
+            name=self._info.name,
+            fingerprint=self._info.fingerprint,
+            **(self._settings | settings),
+        )
+
+    def prompt_cache_stats(self) -> PromptCacheStats | None:
+        """What the cross-call prompt cache holds (entries, tokens, bytes) and its hits and misses;
+        None when it is off (``prompt_cache_tokens=0`` or ``reuse_prompts=False``)."""
+        store = self._scorer.prompt_cache
+        return store.stats() if store is not None else None
+
+    def clear_prompt_cache(self) -> None:
+        """Drop every kept prompt state (the memory goes back at once; counters stay)."""
+        if self._scorer.prompt_cache is not None:
+            self._scorer.prompt_cache.clear()
 
     def count_tokens(self, text: str) -> int:
         return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -267,6 +319,9 @@ def create_transformers_model(
     max_batch_tokens: int = 4096,
     max_batch_size: int | None = None,
     context_window: int | None = None,
+    min_shared_prompt: int = MIN_SHARED_PROMPT,
+    reuse_prompts: bool = True,
+    prompt_cache_tokens: int = DEFAULT_PROMPT_CACHE_TOKENS,
     **unused: Any,
 ) -> TransformersModel:
     """Load ``model_id``: a bundled name, a local directory, or a hub id already in the local cache.
@@ -280,6 +335,16 @@ def create_transformers_model(
     independent of what else was in the batch: bit-identical across batch plans, chunking and resumes.
     Pass ``max_batch_size`` to force padded multi-row batches on CPU too (tests/models/
     test_padded_batch.py checks them against single rows).
+
+    Reading each context once: a request whose prompt has at least ``min_shared_prompt`` tokens
+    (default 32) runs its prompt, then its continuation on the prompt's KV state; with
+    ``reuse_prompts`` (default) requests of one call with the same prompt tokens share that pass,
+    and the states of recent prompts are kept across calls in an LRU of at most
+    ``prompt_cache_tokens`` prompt tokens (default 16,384, about 750 MB for SmolLM2-135M; 0 turns it
+    off), so a context that returns a chunk later is not read again. Scores are bit-identical with or
+    without any of this reuse on CPU (``reuse_prompts=False`` gives every request its own prompt pass
+    on the same route). A very large ``min_shared_prompt`` sends every request through the padded
+    full pass instead (the code before the shared route).
     """
     if unused:
         raise TypeError(f"unknown options for the transformers backend: {', '.join(sorted(unused))}")
@@ -296,4 +361,7 @@ def create_transformers_model(
         max_batch_tokens=max_batch_tokens,
         max_batch_size=max_batch_size,
         context_window=context_window,
+        min_shared_prompt=min_shared_prompt,
+        reuse_prompts=reuse_prompts,
+        prompt_cache_tokens=prompt_cache_tokens,
     )
