@@ -42,7 +42,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         metavar="TOKENS",
         help=(
             "transformers backend: prompt tokens whose KV states are kept across chunks, so a context "
-            f"that returns is read once (default {DEFAULT_PROMPT_CACHE_TOKENS:,}, about 750 MB for "
+            f"that returns is read once (default {DEFAULT_PROMPT_CACHE_TOKENS:,}, about 720 MiB for "
             "smollm2-135m; 0: off)"
         ),
     )

@@ -340,7 +340,7 @@ def create_transformers_model(
     (default 32) runs its prompt, then its continuation on the prompt's KV state; with
     ``reuse_prompts`` (default) requests of one call with the same prompt tokens share that pass,
     and the states of recent prompts are kept across calls in an LRU of at most
-    ``prompt_cache_tokens`` prompt tokens (default 16,384, about 750 MB for SmolLM2-135M; 0 turns it
+    ``prompt_cache_tokens`` prompt tokens (default 16,384, about 720 MiB for SmolLM2-135M; 0 turns it
     off), so a context that returns a chunk later is not read again. Scores are bit-identical with or
     without any of this reuse on CPU (``reuse_prompts=False`` gives every request its own prompt pass
     on the same route). A very large ``min_shared_prompt`` sends every request through the padded
