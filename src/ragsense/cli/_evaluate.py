@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from ragsense.cli._common import add_consens_options, model_spec_from_args
+from ragsense.cli._numbers import non_negative_float, positive_int
 from ragsense.cli._run import (
     Columns,
     UsageExit,
@@ -80,13 +81,15 @@ def add_parser(sub: Any) -> None:
         help="the Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: start a local Ray)",
     )
     ray.add_argument(
-        "--workers", type=int, help="actors, each with its own models (default: one per CPU, or per GPU)"
+        "--workers", type=positive_int,
+        help="actors, each with its own models (default: one per CPU, or per GPU)"
     )
     ray.add_argument(
-        "--gpus-per-worker", type=float, default=0.0, help="GPUs each actor reserves (default 0)"
+        "--gpus-per-worker", type=non_negative_float, default=0.0, help="GPUs each actor reserves (default 0)"
     )
     ray.add_argument(
-        "--shard-chunks", type=int, help="chunks per shard file (default: about 32 shards, 1 to 64 chunks)"
+        "--shard-chunks", type=positive_int,
+        help="chunks per shard file (default: about 32 shards, 1 to 64 chunks)"
     )
     ray.add_argument(
         "--shard-format",

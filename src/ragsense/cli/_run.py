@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ragsense.cli._common import add_model_options
+from ragsense.cli._numbers import positive_int
 from ragsense.data import sample_rows_path
 from ragsense.evaluation import (
     DEFAULT_CHUNK_SIZE,
@@ -80,7 +81,7 @@ def add_run_options(parser: argparse.ArgumentParser, *, output_help: str, sample
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     parser.add_argument(
         "--chunk-size",
-        type=int,
+        type=positive_int,
         default=DEFAULT_CHUNK_SIZE,
         help=f"rows per batched, saved chunk (default {DEFAULT_CHUNK_SIZE})",
     )
