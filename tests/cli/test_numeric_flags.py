@@ -124,3 +124,10 @@ def test_resuming_standard_output_is_refused_as_a_resume_error() -> None:
 
     with pytest.raises(ResumeError, match="standard output"):
         evaluate([{"question": "q", "contexts": ["c"], "answer": "a"}], model="fake", output="-", resume=True)
+
+
+def test_a_limit_too_small_for_the_split_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused before the data is read (it used to end as an internal error)."""
+    assert main(["experiment", "correctness-squad", "--limit", "6", "--data", "no-such-file.json"]) == 2
+    err = capsys.readouterr().err
+    assert "limit: must be at least 10" in err and "internal error" not in err
