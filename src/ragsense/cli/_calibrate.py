@@ -275,7 +275,17 @@ def run_calibrate(args: argparse.Namespace) -> int:
     records, problems = _read(args.input)
     # Refuse too few labels before any model loads; refusals found by scoring can only lower the counts.
     labelled = [label_of(r, i) for i, (r, p) in enumerate(zip(records, problems, strict=True)) if p is None]
-    check_classes(sum(labelled), len(labelled) - sum(labelled), args.min_per_class)
+    try:
+        check_classes(sum(labelled), len(labelled) - sum(labelled), args.min_per_class)
+    except ParameterError as exc:
+        unusable = [p for p in problems if p is not None]
+        if not unusable:
+            raise
+        # Say why the counts are low when rows were left out: a mislabelled file reads as "too few".
+        raise ParameterError(
+            f"{exc.reason}; {len(unusable)} row(s) left out as unusable, the first: {unusable[0]}",
+            parameter=exc.parameter,
+        ) from exc
     if not any(SCORE_FIELD in r for r in records):
         # The spine's rows are the input's, in order; rows it could not parse carry their error.
         records = _score(args, args.input)
