@@ -557,6 +557,7 @@ def goal(rep: dict[str, list[Row]], default: Callable[[Row], float]) -> dict[str
             "vs_best_baseline": {"baseline": best, **_delong(rows, default, BASELINES[best])},
         }
         met = met and min(ahead.values()) > 0
+        entry["vs_support"] = _delong(rows, default, _support_geomean)  # the incumbent (rule 2's choice)
         if rows and rows[0].detectors and "hhem-2.1" in rows[0].detectors:
             hhem = _delong(rows, default, lambda r: (r.detectors or {})["hhem-2.1"])
             entry["vs_hhem_2.1"] = hhem
