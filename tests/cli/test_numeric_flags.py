@@ -14,7 +14,7 @@ import pytest
 from ragsense.cli import main
 from ragsense.cli._main import build_parser
 from ragsense.cli._numbers import CHECKED_TYPES
-from ragsense.errors import ParameterError, ResumeError
+from ragsense.errors import ParameterError
 
 
 def _numeric_flags() -> Iterator[tuple[tuple[str, ...], argparse.Action]]:
@@ -117,13 +117,6 @@ def test_an_openai_model_without_a_server_is_a_usage_error(
     err = capsys.readouterr().err
     assert code == 2, err
     assert "--base-url" in err and "internal error" not in err
-
-
-def test_resuming_standard_output_is_refused_as_a_resume_error() -> None:
-    from ragsense.evaluation import evaluate
-
-    with pytest.raises(ResumeError, match="standard output"):
-        evaluate([{"question": "q", "contexts": ["c"], "answer": "a"}], model="fake", output="-", resume=True)
 
 
 def test_a_limit_too_small_for_the_split_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
