@@ -126,3 +126,37 @@ def test_json_export_with_a_malformed_trace_answers_partial_success(tmp_path: Pa
         assert partial["rejectedSpans"] == 1 and "documents are a string" in partial["errorMessage"]
     [record] = _sink(sink, 1)
     assert record["trace_id"] == "a" * 32 and record["error"]["field"] == "retrieval.documents"
+
+
+def test_an_instrumented_llamaindex_pipeline_exports_to_the_guard(tmp_path: Path) -> None:
+    """A minimal LlamaIndex pipeline (in-memory index, its MockLLM and MockEmbedding), traced by
+    openinference-instrumentation-llama-index, exporting over OTLP/HTTP protobuf to the guard."""
+    core = pytest.importorskip("llama_index.core")
+    instrumentation = pytest.importorskip("openinference.instrumentation.llama_index")
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.llms import MockLLM
+
+    sink = tmp_path / "scores.jsonl"
+    with running(GuardConfig(model="fake", api_keys=ApiKeys([KEY]), trace_sink=str(sink))) as guard:
+        exporter = otlp_http.OTLPSpanExporter(
+            endpoint=guard.url + "/v1/traces", headers={"Authorization": f"Bearer {KEY}"}
+        )
+        provider = sdk_trace.TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        instrumentor = instrumentation.LlamaIndexInstrumentor()
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            core.Settings.embed_model = MockEmbedding(embed_dim=8)
+            core.Settings.llm = MockLLM(max_tokens=12)
+            docs = [core.Document(text=ROW["contexts"][0]), core.Document(text="Seattle is rainy.")]
+            engine = core.VectorStoreIndex.from_documents(docs).as_query_engine(similarity_top_k=1)
+            for _ in range(3):
+                engine.query(ROW["question"])
+        finally:
+            instrumentor.uninstrument()
+            provider.shutdown()
+        _sink(sink, 4)  # 3 queries scored, the indexing traces reported
+    records = [json.loads(line) for line in sink.read_text().splitlines()]  # all in: the guard drained
+    scored = [r for r in records if "consens" in r]
+    assert len(scored) == 3 and all(isinstance(r["consens"], float) and r["span_id"] for r in scored)
+    assert any("not_rag" in r for r in records)
