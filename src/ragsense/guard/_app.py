@@ -391,7 +391,7 @@ def create_app(config: GuardConfig, *, bind: tuple[str, int] | None = None) -> F
         """Score one row or a batch with ConSens and judge each against the pass threshold."""
         return await service.check(request)
 
-    @app.post("/v1/traces", responses=errors)
+    @app.post("/v1/traces", responses=errors)  # type: ignore[arg-type]
     async def traces(request: Request) -> Response:
         """OTLP/HTTP traces (protobuf or JSON): RAG traces are scored; results on /metrics and the sink."""
         return await service.traces.receive(request)

@@ -23,12 +23,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import Request
 from fastapi.responses import Response
 
-from ragsense.data import RowError
+from ragsense.data import RowError, require_module
 from ragsense.errors import InputError
 from ragsense.guard._batcher import NotAccepting, QueueFull
 from ragsense.guard._check import Options
@@ -42,9 +42,6 @@ from ragsense.guard._limits import (
 )
 from ragsense.guard._schema import CheckRequest, CheckRow
 from ragsense.traces import SkippedTrace, Span, otlp_proto_request, otlp_spans, trace_rows
-
-if TYPE_CHECKING:
-    from ragsense.guard._app import GuardService
 
 logger = logging.getLogger("ragsense.guard")
 
@@ -111,7 +108,9 @@ def rows_of(spans: list[Span], limits: Limits) -> _Traces:
 class TraceReceiver:
     """The ``/v1/traces`` handler, its backlog of accepted rows and its JSONL sink."""
 
-    def __init__(self, service: GuardService) -> None:
+    def __init__(self, service: Any) -> None:
+        # service: the GuardService (guard/_app.py) that owns this receiver; not imported, so the two
+        # modules do not import each other.
         self.service = service
         self.backlog = 0
         # Spans wait here until their trace's root span arrives (an exporter sends a trace's spans as
@@ -216,9 +215,10 @@ class TraceReceiver:
             }
         if not proto:
             return json_response({"partialSuccess": partial} if partial else {})
-        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
-
-        message = trace_service_pb2.ExportTraceServiceResponse()
+        service = require_module(
+            "opentelemetry.proto.collector.trace.v1.trace_service_pb2", "traces", "answering OTLP protobuf"
+        )
+        message = service.ExportTraceServiceResponse()
         if partial:
             message.partial_success.rejected_spans = partial["rejectedSpans"]
             message.partial_success.error_message = partial["errorMessage"]

@@ -21,9 +21,9 @@ keys, ``opentelemetry-proto`` for protobuf): ``pip install 'ragsense[traces]'``.
 
 from ragsense.traces._annotations import (
     Annotation,
-    annotations,
     explanation,
     read_annotations,
+    span_annotations,
     write_annotations,
 )
 from ragsense.traces._rows import SOURCES, SkippedTrace, TraceRows, read_spans, read_traces, trace_rows
@@ -36,13 +36,13 @@ __all__ = [
     "SkippedTrace",
     "Span",
     "TraceRows",
-    "annotations",
     "explanation",
     "otlp_proto_request",
     "otlp_spans",
     "read_annotations",
     "read_spans",
     "read_traces",
+    "span_annotations",
     "trace_rows",
     "write_annotations",
 ]

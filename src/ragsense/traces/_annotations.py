@@ -58,7 +58,7 @@ def explanation(record: Mapping[str, Any], n: int = WEAKEST) -> str:
     return "weakest words: " + ", ".join(parts)
 
 
-def annotations(records: Iterable[Mapping[str, Any]]) -> list[Annotation]:
+def span_annotations(records: Iterable[Mapping[str, Any]]) -> list[Annotation]:
     """One annotation per output row that came from a span (has ``trace_id`` and ``span_id``)."""
     out = []
     for record in records:
@@ -116,7 +116,7 @@ def write_annotations(path: str | os.PathLike[str], records: Iterable[Mapping[st
     """Write the annotations of scored rows: ``.jsonl`` Phoenix span annotations, ``.json`` OTLP span
     events. Returns how many were written."""
     file = Path(path)
-    items = annotations(records)
+    items = span_annotations(records)
     suffix = file.suffix.lower()
     if suffix == ".jsonl":
         text = "".join(dumps_json(_phoenix(a)) + "\n" for a in items)

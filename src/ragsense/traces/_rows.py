@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ragsense.data import RowError, RowOrError, parse_rows, require_module
+from ragsense.data import RowError, RowOrError, parquet_rows, parse_rows, require_module
 from ragsense.errors import InputError, ParameterError
 from ragsense.traces._exports import langfuse_spans, langfuse_traces, phoenix_span
 from ragsense.traces._spans import (
@@ -235,8 +235,6 @@ def read_spans(
         ]
     if source == "phoenix":
         if suffix == ".parquet":
-            from ragsense.data._tabular import parquet_rows
-
             records: Iterable[Any] = parquet_rows(file)
         else:
             records = otlp_json_requests(_text(file))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragsense.data import require_module
-from ragsense.errors import InputError
+from ragsense.errors import InputError, RagsenseError
 
 MAX_ATTRIBUTE_CHARS = 1_000_000
 """The longest attribute value read (characters); a longer one makes its trace an input error."""
@@ -46,7 +46,7 @@ class Span:
         return value.upper() if isinstance(value, str) else None
 
 
-class SpanProblem(Exception):
+class SpanProblem(RagsenseError):
     """Why one span cannot be read (internal: it becomes its trace's input error)."""
 
     def __init__(self, field_name: str | None, message: str) -> None:
