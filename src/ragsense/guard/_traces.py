@@ -4,7 +4,9 @@ An OpenTelemetry exporter (``OTLPSpanExporter(endpoint="http://127.0.0.1:8000/v1
 ``ExportTraceServiceRequest`` bodies as protobuf (``application/x-protobuf``) or JSON
 (``application/json``). The request goes through the same intake as ``/v1/check``: Host/Origin (403),
 API key (401), media type (415), body size and time (413, 408), the per-key slot (429); then, in a
-thread, the body is decoded and its traces made rows exactly as ``ragsense evaluate --from otlp`` does
+thread, the body is decoded into spans. An exporter sends a trace's spans as they end, across requests,
+so spans wait until their trace's root span is in (it ends last), or :data:`TRACE_WAIT_S` after the
+first; whole traces are made rows exactly as ``ragsense evaluate --from otlp`` does
 (:func:`ragsense.traces.trace_rows`), each row checked against the request limits. The export is
 answered as soon as its traces are accepted (an OTLP exporter waits only seconds); the rows are then
 scored through the same micro-batcher as ``/v1/check``, at most ``max_rows`` a job, and each result is
