@@ -160,3 +160,19 @@ def test_an_instrumented_llamaindex_pipeline_exports_to_the_guard(tmp_path: Path
     scored = [r for r in records if "consens" in r]
     assert len(scored) == 3 and all(isinstance(r["consens"], float) and r["span_id"] for r in scored)
     assert any("not_rag" in r for r in records)
+
+
+def test_trace_bodies_keep_the_guards_limits() -> None:
+    from ragsense.guard import Limits
+
+    with running(GuardConfig(model="fake", limits=Limits(max_body_bytes=1000))) as guard:
+        url = guard.url + "/v1/traces"
+        big = httpx.post(url, content=b"{" + b" " * 2000 + b"}", headers={"content-type": "application/json"})
+        assert big.status_code == 413
+        nan = httpx.post(url, content=b'{"resourceSpans": NaN}', headers={"content-type": "application/json"})
+        assert nan.status_code == 400
+        deep = httpx.post(url, content=b"[" * 400 + b"]" * 400, headers={"content-type": "application/json"})
+        assert deep.status_code == 400
+        no_spans = httpx.post(url, json={"resourceSpans": [{"scopeSpans": 3}]})
+        assert no_spans.status_code == 400 and no_spans.json()["error"]["field"] == "scopeSpans"
+        assert httpx.get(guard.url + "/health").status_code == 200

@@ -3,6 +3,7 @@ traces that are not RAG traces reported, and scores out as span annotations that
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -315,3 +316,87 @@ def test_llamaindex_pipeline_trace_file_of_200_spans_is_scored_end_to_end(tmp_pa
     assert len(rows.skipped) >= 1  # the indexing traces: no retriever and LLM
     evaluation = evaluate(rows, "consens", model="fake", progress=False)
     assert not evaluation.has_errors and all(r["verdict"] for r in evaluation.rows)
+
+
+def _otlp_rows(obj: Any) -> Any:
+    from ragsense.traces import otlp_spans, trace_rows
+
+    return trace_rows(otlp_spans(obj))
+
+
+def _phoenix_rows(obj: Any) -> Any:
+    from ragsense.traces import trace_rows
+    from ragsense.traces._exports import phoenix_span
+
+    return trace_rows(phoenix_span(r) for r in obj)
+
+
+def _langfuse_rows(obj: Any) -> Any:
+    from ragsense.traces import trace_rows
+    from ragsense.traces._exports import langfuse_spans, langfuse_traces
+
+    return trace_rows(s for t in langfuse_traces(obj) for s in langfuse_spans(t))
+
+
+HOSTILE = {
+    "otlp": ({"resourceSpans": [{"scopeSpans": [{"spans": rag_trace("a" * 32)}]}]}, _otlp_rows),
+    "phoenix": (
+        [
+            {
+                "context": {"trace_id": "t", "span_id": "r"},
+                "span_kind": "RETRIEVER",
+                "attributes": {"input.value": Q, "retrieval.documents": [{"document.content": DOC}]},
+            },
+            {
+                "context": {"trace_id": "t", "span_id": "l"},
+                "span_kind": "LLM",
+                "attributes": {"output.value": ANSWER},
+            },
+        ],
+        _phoenix_rows,
+    ),
+    "langfuse": (
+        {
+            "data": [
+                {
+                    "id": "lf",
+                    "input": {"query": Q},
+                    "observations": [
+                        {"id": "o1", "type": "RETRIEVER", "input": Q, "output": [{"page_content": DOC}]},
+                        {
+                            "id": "o2",
+                            "type": "GENERATION",
+                            "output": {"role": "assistant", "content": ANSWER},
+                        },
+                    ],
+                }
+            ]
+        },
+        _langfuse_rows,
+    ),
+}
+
+
+@pytest.mark.parametrize("source", list(HOSTILE))
+def test_hostile_exports_give_input_errors_never_a_crash(source: str) -> None:
+    """Every value of a valid export replaced, in turn, by junk of each JSON type: rows or InputError."""
+    valid, read = HOSTILE[source]
+    assert len(read(valid)) == 1
+    junk: list[Any] = [None, 0, -1.5, "x", [], {}, [1, "y"], {"k": []}, True]
+
+    def paths(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        found = [path]
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+        for key, child in items:
+            found.extend(paths(child, (*path, key)))
+        return found
+
+    for path in paths(valid)[1:]:
+        for value in junk:
+            mutated = json.loads(json.dumps(valid))
+            node = mutated
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = value
+            with contextlib.suppress(InputError):
+                read(mutated)

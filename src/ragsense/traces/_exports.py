@@ -52,6 +52,8 @@ def phoenix_span(record: Mapping[str, Any], *, max_chars: int = MAX_ATTRIBUTE_CH
     >>> s.kind, s.attributes["output.value"]
     ('LLM', 'A.')
     """
+    if not isinstance(record, Mapping):
+        raise InputError(f"a Phoenix span must be an object, got {type(record).__name__}", field="context")
     flat = flatten(record)
     trace_id = _first(flat, "context.trace_id", "trace_id")
     span_id = _first(flat, "context.span_id", "span_id")
@@ -139,10 +141,12 @@ def langfuse_spans(trace: Mapping[str, Any], *, max_chars: int = MAX_ATTRIBUTE_C
     >>> [(s.span_id, s.kind) for s in langfuse_spans(t)]
     [('t1', 'CHAIN'), ('r', 'RETRIEVER'), ('g', 'LLM')]
     """
-    trace_id = str(trace.get("id") or "")
-    if not trace_id:
+    trace_id = trace.get("id")
+    if not isinstance(trace_id, str) or not trace_id:
         raise InputError("a Langfuse trace needs its 'id'", field="id")
     observations = trace.get("observations") or []
+    if not isinstance(observations, list):
+        raise InputError(f"trace {trace_id}: observations must be a list", field="observations")
     yield _langfuse_span(trace_id, {**trace, "type": "CHAIN", "observations": None}, max_chars)
     for i, observation in enumerate(observations):
         if not isinstance(observation, Mapping):

@@ -125,22 +125,44 @@ def otlp_spans(request: Mapping[str, Any], *, max_chars: int = MAX_ATTRIBUTE_CHA
     if not isinstance(resource_spans, list):
         raise InputError("not an OTLP trace export: no 'resourceSpans' list", field="resourceSpans")
     for resource in resource_spans:
-        for scope in (resource or {}).get("scopeSpans") or []:
-            for raw in (scope or {}).get("spans") or []:
+        for scope in _list(_object(resource, "resourceSpans").get("scopeSpans"), "scopeSpans"):
+            for raw in _list(_object(scope, "scopeSpans").get("spans"), "spans"):
                 yield _otlp_span(raw, max_chars)
+
+
+def _object(value: Any, name: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InputError(f"each of {name} must be an object, got {type(value).__name__}", field=name)
+    return value
+
+
+def _list(value: Any, name: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"{name} must be a list, got {type(value).__name__}", field=name)
+    return value
 
 
 def _otlp_span(raw: Any, max_chars: int) -> Span:
     if not isinstance(raw, Mapping):
         raise InputError(f"a span must be an object, got {type(raw).__name__}", field="spans")
-    trace_id, span_id = str(raw.get("traceId") or ""), str(raw.get("spanId") or "")
-    if not trace_id or not span_id:
-        raise InputError("a span without traceId or spanId cannot be placed in a trace", field="traceId")
+    ids = [raw.get(k) for k in ("traceId", "spanId", "parentSpanId")]
+    if not all(isinstance(i, str) for i in ids[:2]) or not all(ids[:2]) or not isinstance(ids[2], str | None):
+        raise InputError(
+            "a span needs traceId and spanId (hex strings) to be placed in a trace", field="traceId"
+        )
     start = raw.get("startTimeUnixNano") or 0
-    base = Span(trace_id, span_id, raw.get("parentSpanId") or None, str(raw.get("name", "")), int(start))
+    try:
+        start = int(start)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"span {ids[1]}: startTimeUnixNano is not an integer", field="startTimeUnixNano"
+        ) from None
+    base = Span(str(ids[0]), str(ids[1]), ids[2] or None, str(raw.get("name", "")), start)
     try:
         attributes: dict[str, Any] = {}
-        for pair in raw.get("attributes") or []:
+        for pair in _list(raw.get("attributes"), "attributes"):
             key = str(pair.get("key")) if isinstance(pair, Mapping) else "?"
             attributes[key] = check_size(
                 key, any_value(key, pair.get("value") if key != "?" else pair), max_chars
