@@ -199,6 +199,14 @@ def test_phoenix_dataframe_and_rest_exports(tmp_path: Path) -> None:
     assert isinstance(first, RagRow) and (first.question, first.contexts, first.answer) == (Q, [DOC], ANSWER)
     assert first.extra["span_id"] == "l"
     assert isinstance(second, RowError) and second.field == DOCUMENTS
+    pyarrow = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    columns = {k for r in frame[:3] for k in r}  # as df.to_parquet writes: every column, null where unset
+    table = pyarrow.Table.from_pydict({k: [r.get(k) for r in frame[:3]] for k in sorted(columns)})
+    pq.write_table(table, tmp_path / "spans.parquet")
+    [from_parquet] = read_traces(tmp_path / "spans.parquet", "phoenix")
+    assert from_parquet == first
 
 
 def test_langfuse_trace_export(tmp_path: Path) -> None:
