@@ -48,6 +48,11 @@ def add_parser(sub: Any) -> None:
     )
     net.add_argument("--per-key-rate", type=positive_float, default=None, help="requests a second per key")
     net.add_argument(
+        "--trace-sink",
+        metavar="FILE",
+        help="append each trace scored on POST /v1/traces (OTLP) to this JSONL file (docs/traces.md)",
+    )
+    net.add_argument(
         "--docs",
         action="store_true",
         help="serve /docs, /redoc and /openapi.json (their pages load scripts from public CDNs)",
@@ -137,6 +142,7 @@ def build_config(args: argparse.Namespace) -> Any:
         rate_per_key=args.per_key_rate,
         log_content=args.log_content,
         docs=args.docs,
+        trace_sink=args.trace_sink,
     )
 
 

@@ -202,10 +202,13 @@ def run_command(
     stdout_default: bool = False,
     extra_lines: Callable[[Evaluation], list[str]] | None = None,
     engine: EngineSpec = "local",
+    source: Any = None,
 ) -> int:
     """Run ``metrics`` over the command's input through the spine; print the table and the summary.
-    ``engine``: where the rows are scored (``evaluate``'s ``engine``; ``-o`` is then a folder)."""
-    source = source_of(args, command)
+    ``engine``: where the rows are scored (``evaluate``'s ``engine``; ``-o`` is then a folder);
+    ``source``: rows already read (a trace export), instead of the input path."""
+    path = source_of(args, command)
+    source = path if source is None else source
     gates = gates_of(args, metrics)
     output = args.output if args.output else ("-" if stdout_default else None)
     store = store_of(args)

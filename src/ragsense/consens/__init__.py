@@ -50,7 +50,7 @@ from ragsense.consens._scorer import (
     default_bands,
     verdict,
 )
-from ragsense.consens._verdicts import BANDS_FORMAT, VERDICTS, Bands, resolve_bands
+from ragsense.consens._verdicts import BANDS_FORMAT, VERDICTS, Bands, resolve_bands, weakest_words
 
 __all__ = [
     "ATTRIBUTION_AGGREGATION",
@@ -95,4 +95,5 @@ __all__ = [
     "support_r",
     "ungrounded_edge",
     "verdict",
+    "weakest_words",
 ]

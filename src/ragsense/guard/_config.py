@@ -37,6 +37,7 @@ class GuardConfig:
     ``malloc_trim``; without it resident memory creeps up under varying batch shapes, see
     docs/guard.md). ``docs``: serve ``/docs``, ``/redoc`` and ``/openapi.json`` (off by default: the
     pages load their scripts from public CDNs; behind the API key when keys are configured).
+    ``trace_sink``: a JSONL file each scored trace of ``POST /v1/traces`` is appended to (docs/traces.md).
 
     >>> GuardConfig(model="fake").max_wait_ms
     10.0
@@ -65,6 +66,7 @@ class GuardConfig:
     release_memory: bool = True
     docs: bool = False
     pool: ModelPool | None = None
+    trace_sink: str | None = None
 
     def __post_init__(self) -> None:
         at_least_one = {
