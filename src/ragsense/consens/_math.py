@@ -161,7 +161,7 @@ def expected_unsupported(contrasts: Sequence[float], stated: Sequence[bool]) -> 
     """``E``: the expected number of unsupported words, the sum of one minus each support probability.
 
     >>> round(expected_unsupported([3.0, -2.0, 0.0], [True, False, False]), 4)  # sigmoid(3) + sigmoid(1)
-    1.6837
+    1.6836
     """
     return math.fsum(-math.expm1(x) for x in _support_logs(contrasts, stated))
 
