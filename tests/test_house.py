@@ -48,7 +48,7 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
     ("model layer", frozenset({"models", "embeddings"})),
     ("contract", frozenset({"contract"})),  # the Metric contract: above the models, below the methods
     ("methods", frozenset({"consens", "vera", "correctness", "similarity", "rag"})),
-    ("spine", frozenset({"evaluation", "runs", "report"})),
+    ("spine", frozenset({"evaluation", "runs", "report", "traces"})),
     ("applications", frozenset({"serve", "guard", "experiments", "bench", "testing"})),
     # "nothing but cli/ imports guard" (nor another application): the command line, ``python -m
     # ragsense`` and the package root's lazy names sit above the other applications.

@@ -69,6 +69,45 @@ and the project's held-out sets. Rule 2 changes only this:
    balanced precision of ``s < u`` is >= 0.9, capped at t; rounded as in rule 5. The per-set raw
    precision and coverage are reported beside it, PubMedQA's too.
 
+RULE 3 (``--rule 3``; written after rule 2 had run and its report halves had been printed, committed
+before any rule-3 candidate was scored). Rule 2 chose ``support_geomean`` (shipped as ``support``). On
+the report halves it ties lexical support on WikiEval, the length-matched pairs, PubMedQA and
+FaithBench, trails answer length on HaluEval, and trails HHEM-2.1 (0.633) on FaithBench. Rule 3 is one
+more attempt with candidates that use the word evidence differently; it changes only this:
+
+3''. Eligible: the incumbent ``support_geomean`` and five new candidates, all from the same per-word
+   contrasts ``d`` and stated flags as ``support`` (no extra model, no MiniLM: each costs what today's
+   default costs, so all meet the speed rule, within 1.2x of today's default on the same rows). With
+   ``p`` support's word probability (1 when stated, ``sigmoid(d - 1)`` otherwise) and a *span* a
+   maximal run of consecutive unstated scored words (a stated word ends it), the span's probability
+   of being supported ``sigmoid(sum of its d - 1)``
+   (code: papers/consens/grounding_rule3.py):
+   - ``unsupported_count``: ``2 exp(-E) - 1``, E = sum of (1 - p) the expected number of unsupported
+     words (a count, not a share: one surely invented word gives at most 2/e - 1 = -0.26);
+   - ``weakest_span``: ``2 min over spans of the span's probability - 1`` (1 when every word is
+     stated): the answer is as good as its worst unstated claim, a paraphrase the context makes
+     likely as a whole counting as supported;
+   - ``span_count``: ``2 exp(-E) - 1``, E the expected number of unsupported spans;
+   - ``stated_contrast``: ``support`` where a stated word also carries its contrast,
+     ``sigmoid(d + 2)`` (0.88 when the context leaves it unchanged), for summaries that recombine
+     copied words;
+   - ``support_and_count``: the mean of ``support_geomean`` and ``unsupported_count``.
+   Rules 1-2's other candidates are printed for reference but are not eligible (they lost under
+   rule 2). Not tried: a MiniLM "soft statement" (it would embed every context window of every row,
+   beyond the speed rule's 1.2x), and the two-model combination (two language models, about twice the
+   cost): with ``--reference-results`` (Gemma-3-270M's outputs), ``two_model_support``, the mean of
+   both models' ``support``, is reported beside the candidates as a reference only.
+4''. The choice, on development halves only, with rule 4's margins: the candidate with the largest
+   smallest margin over the five sets; candidates within 0.005 of it are tied; a tie that includes
+   ``support_geomean`` keeps it (a new candidate must win outright), other ties go by the larger mean
+   AUROC. Bands as in rule 5'.
+6''. Report as in rule 6, plus ``goal``: on each report half, the default's AUROC minus each trivial
+   baseline's (context length on PubMedQA excluded as in rule 4), DeLong against the best one, and on
+   FaithBench the default against HHEM-2.1 (DeLong on its shipped scores). The goal is met when the
+   default is ahead of every baseline on every set and of HHEM-2.1 on FaithBench.
+   The Gemma-3-270M check: ``--rule 3 --results docs/results/consens/gemma3-270m --apply
+   CHOSEN:GROUNDED_AT:UNGROUNDED_BELOW``.
+
 Usage (after the experiments wrote their per-item files with ``--out``; model SmolLM2-135M):
 
     python -m papers.consens.grounding_default --results docs/results/consens/smollm2-135m \\
@@ -92,6 +131,7 @@ from typing import Any
 
 import numpy as np
 
+from papers.consens.grounding_rule3 import RULE3
 from ragsense.consens import EVIDENCE_FEATURES as FEATURES
 from ragsense.consens import Aggregation, consens_from_word_nll, floored, row_features
 from ragsense.data import load_faithbench, load_halueval, load_pubmedqa, load_wikieval
@@ -267,6 +307,14 @@ def _support_geomean(row: Row) -> float:
 
 
 RULE2_SCORES: dict[str, Callable[[Row], float]] = {"support_geomean": _support_geomean}
+
+
+def _on_row(fn: Callable[[Sequence[float], Sequence[bool]], float]) -> Callable[[Row], float]:
+    return lambda row: fn(row.contrasts, row.stated)
+
+
+RULE3_SCORES: dict[str, Callable[[Row], float]] = {name: _on_row(fn) for name, fn in RULE3.items()}
+RULE3_INCUMBENT = "support_geomean"
 # Rule 2's orientation of the features: +1 where larger means more grounded.
 ORIENTATION = {
     "q25": 1.0,
@@ -485,21 +533,82 @@ def band_figures(
     }
 
 
+def _delong(rows: Sequence[Row], a: Callable[[Row], float], b: Callable[[Row], float]) -> dict[str, float]:
+    test = delong_paired([a(r) for r in rows], [b(r) for r in rows], [r.label == 1 for r in rows])
+    return {"difference": round(test.difference, 4), "p_value": float(f"{test.p_value:.3g}")}
+
+
+def goal(rep: dict[str, list[Row]], default: Callable[[Row], float]) -> dict[str, Any]:
+    """Rule 6'': is the default ahead of every trivial baseline on every report half, and of HHEM-2.1?"""
+    out: dict[str, Any] = {}
+    met = True
+    for name in SETS:
+        rows = rep[name]
+        auc = _auroc(rows, default)
+        ahead = {
+            b: round(auc - _auroc(rows, BASELINES[b]), 4)
+            for b in _baselines_for(name)
+            if (name, b) not in MARGIN_EXCLUDED
+        }
+        best = min(ahead, key=lambda b: ahead[b])  # the smallest lead: the best baseline
+        entry: dict[str, Any] = {
+            "default_auroc": round(auc, 4),
+            "lead_over_baselines": ahead,
+            "vs_best_baseline": {"baseline": best, **_delong(rows, default, BASELINES[best])},
+        }
+        met = met and min(ahead.values()) > 0
+        entry["vs_support"] = _delong(rows, default, _support_geomean)  # the incumbent (rule 2's choice)
+        if rows and rows[0].detectors and "hhem-2.1" in rows[0].detectors:
+            hhem = _delong(rows, default, lambda r: (r.detectors or {})["hhem-2.1"])
+            entry["vs_hhem_2.1"] = hhem
+            met = met and hhem["difference"] > 0
+        out[name] = entry
+    out["met"] = met
+    return out
+
+
+def two_model_reference(sets: dict[str, list[Row]], other: dict[str, list[Row]]) -> dict[str, Any]:
+    """The mean of both models' support, per set and half (a reference: two models, twice the cost)."""
+    out: dict[str, Any] = {}
+    for name in SETS:
+        pairs = list(zip(sets[name], other[name], strict=True))
+        assert all(a.group == b.group and a.label == b.label for a, b in pairs), name
+        both = {id(a): (_support_geomean(a) + _support_geomean(b)) / 2.0 for a, b in pairs}
+
+        def score(r: Row, both: dict[int, float] = both) -> float:
+            return both[id(r)]
+
+        out[name] = {}
+        for half, dev in (("development", True), ("report", False)):
+            rows = [a for a, _ in pairs if a.dev == dev]
+            out[name][half] = {
+                "auroc": round(_auroc(rows, score), 4),
+                "ci95": _auroc_ci(rows, [score(r) for r in rows]),
+                "vs_support_one_model": _delong(rows, score, _support_geomean),
+            }
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", required=True, help="folder of the experiments' per-item outputs")
     parser.add_argument("--out", help="write the figures here (JSON)")
     parser.add_argument("--model-out", help="write the calibrated score trained on all development halves")
-    parser.add_argument("--rule", type=int, choices=(1, 2), default=2, help="which rule (docstring)")
+    parser.add_argument("--rule", type=int, choices=(1, 2, 3), default=2, help="which rule (docstring)")
+    parser.add_argument(
+        "--reference-results",
+        help="rule 3: a second model's per-item outputs, for the two-model reference (not eligible)",
+    )
     parser.add_argument(
         "--apply",
         metavar="SCORE:GROUNDED_AT:UNGROUNDED_BELOW",
         help="skip the choice: report this candidate with these bands (a check on another model's outputs)",
     )
     args = parser.parse_args(argv)
-    rule2 = args.rule == 2
+    rule2 = args.rule >= 2
+    rule3 = args.rule == 3
     learned = {"calibrated": False, **({"calibrated_monotone": True} if rule2 else {})}
-    simple = dict(RULE_SCORES) | (RULE2_SCORES if rule2 else {})
+    simple = dict(RULE_SCORES) | (RULE2_SCORES if rule2 else {}) | (RULE3_SCORES if rule3 else {})
     sets = load_sets(Path(args.results))
     dev = {k: [r for r in rows if r.dev] for k, rows in sets.items()}
     rep = {k: [r for r in rows if not r.dev] for k, rows in sets.items()}
@@ -537,11 +646,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         }
         for c in candidates
     }
-    top = max(v["min_margin"] for v in summary.values())
-    tied = [c for c in candidates if summary[c]["min_margin"] >= top - TIE]
+    contenders = [RULE3_INCUMBENT, *RULE3_SCORES] if rule3 else candidates
+    top = max(summary[c]["min_margin"] for c in contenders)
+    tied = [c for c in contenders if summary[c]["min_margin"] >= top - TIE]
     best_mean = max(summary[c]["mean_auroc"] for c in tied)
     tied_mean = [c for c in tied if summary[c]["mean_auroc"] >= best_mean - 1e-12]
-    chosen = "q25" if "q25" in tied_mean else tied_mean[0]
+    if rule3:  # rule 4'': a tie that includes the incumbent keeps it
+        chosen = RULE3_INCUMBENT if RULE3_INCUMBENT in tied else tied_mean[0]
+    else:
+        chosen = "q25" if "q25" in tied_mean else tied_mean[0]
     applied = args.apply.split(":") if args.apply else None
     if applied:
         chosen = applied[0]
@@ -592,11 +705,23 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     figures = {
         "rule": f"papers/consens/grounding_default.py docstring, rule {args.rule}",
         "development": dev_table,
-        "choice": {"summary": summary, "tied": tied, "chosen": chosen, "applied": bool(applied)},
+        "choice": {
+            "summary": summary,
+            **({"eligible": contenders} if rule3 else {}),
+            "tied": tied,
+            "chosen": chosen,
+            "applied": bool(applied),
+        },
         "bands": {"grounded_at": bands[0], "ungrounded_below": bands[1]},
         "report": report,
         "calibrated_params": params,
     }
+    if rule3:
+        figures["goal"] = goal(rep, default)
+        if args.reference_results:
+            figures["reference_two_model_support"] = two_model_reference(
+                sets, load_sets(Path(args.reference_results))
+            )
     text = json.dumps(figures, allow_nan=False)
     if args.out:
         Path(args.out).write_text(json.dumps(figures, indent=1, allow_nan=False) + "\n", encoding="utf-8")

@@ -54,7 +54,8 @@ def tables(figures: dict[str, Any]) -> str:
     dev = figures["development"]
     if not figures["choice"].get("applied"):
         out.append("**Development halves: AUROC, and the margin over the set's best trivial baseline**\n")
-        cands = list(next(iter(dev.values()))["candidates"])
+        # Rule 3 chooses among its eligible candidates only; rules 1-2 among all.
+        cands = figures["choice"].get("eligible") or list(next(iter(dev.values()))["candidates"])
         out.append("| candidate | " + " | ".join(NAMES[s] for s in dev) + " | smallest margin |")
         out.append("|---|" + "---|" * (len(dev) + 1))
         for c in cands:
@@ -74,10 +75,23 @@ def tables(figures: dict[str, Any]) -> str:
     out.append("**Report halves: AUROC [95% CI]**\n")
     out.append("| score | " + " | ".join(f"{NAMES[s]} (n = {rep[s]['n']})" for s in rep) + " |")
     out.append("|---|" + "---|" * len(rep))
-    for key, label in SCORES:
-        if key == "support_geomean":
+    eligible = figures["choice"].get("eligible")
+    rows = list(SCORES)
+    if eligible:  # rule 3: every eligible candidate, the incumbent first
+        rows = [(c, f"**{c}** (chosen)" if c == chosen else c) for c in eligible] + SCORES[1:]
+    for key, label in rows:
+        if key == "support_geomean" and not eligible:
             key = chosen
+        elif key == "support_geomean":
+            label = "support_geomean (`support`, today's default)"
         out.append(f"| {label} | " + " | ".join(_auc(rep[s]["scores"].get(key)) for s in rep) + " |")
+    two = figures.get("reference_two_model_support")
+    if two:
+        out.append(
+            "| reference, not eligible: both models' support, averaged | "
+            + " | ".join(_auc(two[s]["report"]) for s in rep)
+            + " |"
+        )
     for key, label in BASELINES:
         out.append(
             f"| baseline: {label} | " + " | ".join(_auc(rep[s]["baselines"].get(key)) for s in rep) + " |"
@@ -86,7 +100,26 @@ def tables(figures: dict[str, Any]) -> str:
     for s in rep:
         d = rep[s]["default_vs_best_baseline"]
         cells.append(f"{d['difference']:+.3f} vs {d['baseline'].replace('_', ' ')} (p {d['p_value']:.2g})")
-    out.append("| default - best baseline (DeLong) | " + " | ".join(cells) + " |\n")
+    goal = figures.get("goal")
+    if goal:
+        out.append("| chosen - best baseline (DeLong) | " + " | ".join(cells) + " |")
+        cells = [
+            f"{goal[s]['vs_support']['difference']:+.3f} (p {goal[s]['vs_support']['p_value']:.2g})"
+            for s in rep
+        ]
+        out.append("| chosen - support (DeLong) | " + " | ".join(cells) + " |")
+        hhem = goal["faithbench"].get("vs_hhem_2.1")
+        if hhem:
+            cells = [
+                f"{hhem['difference']:+.3f} (p {hhem['p_value']:.2g})" if s == "faithbench" else "-"
+                for s in rep
+            ]
+            out.append("| chosen - HHEM-2.1 (DeLong) | " + " | ".join(cells) + " |")
+        out.append(
+            f"\nGoal (ahead of every trivial baseline on every set and of HHEM-2.1) met: {goal['met']}\n"
+        )
+    else:
+        out.append("| default - best baseline (DeLong) | " + " | ".join(cells) + " |\n")
     fb = rep.get("faithbench", {}).get("detectors")
     if fb:
         out.append(

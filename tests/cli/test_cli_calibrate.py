@@ -174,7 +174,16 @@ def test_an_existing_output_is_kept_without_overwrite(tmp_path: Path) -> None:
     assert calibrate(str(src), "-o", str(out), "--overwrite") == 0
 
 
-@pytest.mark.parametrize(("flag", "value"), [("--target-precision", "1.5"), ("--folds", "1")])
+def test_too_few_labels_names_the_rows_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [{"question": "q", "contexts": ["c"], "answer": "a", "label": bad} for bad in (2, "yes")]
+    src = write_rows(tmp_path / "labelled.jsonl", rows)
+    assert calibrate(str(src), "-o", str(tmp_path / "b.json")) == 2
+    err = capsys.readouterr().err
+    assert "too few labelled rows" in err and "2 row(s) left out as unusable" in err
+    assert "field 'label': expected 1 (grounded) or 0 (not grounded), got 2" in err
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--target-precision", "0"), ("--folds", "1")])  # 1.5: argparse
 def test_bad_settings_exit_2(
     tmp_path: Path, flag: str, value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

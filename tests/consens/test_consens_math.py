@@ -2,7 +2,13 @@ import math
 
 import pytest
 
-from ragsense.consens import Aggregation, consens_from_log_ppl, consens_from_word_nll, log_mean_perplexity
+from ragsense.consens import (
+    STATED_AGGREGATIONS,
+    Aggregation,
+    consens_from_log_ppl,
+    consens_from_word_nll,
+    log_mean_perplexity,
+)
 
 TABLE1_EMPTY = (4814.38, 7117.1, 1.61)
 TABLE1_DAVID_BAKER_SCIENTIST = (263.73, 293.92, 1.72)
@@ -56,7 +62,7 @@ def test_rejects_empty_and_non_finite() -> None:
 def test_word_level_aggregates_read_the_word_contrasts() -> None:
     empty = [5.0, 4.0, 3.0, 2.0]
     context = [1.0, 1.0, 1.0, 4.0]  # three words helped by 4, 3, 2 nats; one hurt by 2
-    r = {a: consens_from_word_nll(empty, context, a)[1] for a in Aggregation if a is not Aggregation.SUPPORT}
+    r = {a: consens_from_word_nll(empty, context, a)[1] for a in Aggregation if a not in STATED_AGGREGATIONS}
     assert r[Aggregation.GEOMETRIC] == pytest.approx(1.75)
     assert r[Aggregation.MIN_WORD] == -2.0
     assert r[Aggregation.Q25] == pytest.approx(-2.0 + 0.75 * 4.0)  # between -2 and 2
@@ -69,7 +75,7 @@ def test_word_level_aggregates_read_the_word_contrasts() -> None:
 
 
 def test_every_aggregate_is_bounded_and_zero_without_effect() -> None:
-    for agg in (a for a in Aggregation if a is not Aggregation.SUPPORT):
+    for agg in (a for a in Aggregation if a not in STATED_AGGREGATIONS):
         same = consens_from_word_nll([2.0, 3.0], [2.0, 3.0], agg)[0]
         assert same == pytest.approx(0.0) or agg is Aggregation.SHARE
         assert -1.0 < consens_from_word_nll([900.0], [1.0], agg)[0] <= 1.0
@@ -99,3 +105,32 @@ def test_support_counts_stated_words_as_supported_and_reads_the_others_contrast(
     # Bounded, finite and never NaN however unlikely a word is.
     extreme = consens_from_word_nll([1.0], [5000.0], Aggregation.SUPPORT, [False])
     assert -1.0 <= extreme[0] < 0.0 and math.isfinite(extreme[1])
+
+
+def test_support_count_adds_the_expected_number_of_unsupported_words() -> None:
+    empty, context = [5.0, 4.0, 3.0], [9.0, 1.0, 3.0]  # contrasts -4, +3, 0
+    with pytest.raises(ValueError, match="stated flag"):
+        consens_from_word_nll(empty, context, Aggregation.SUPPORT_COUNT)
+    assert consens_from_word_nll(empty, context, Aggregation.SUPPORT_COUNT, [True] * 3) == (1.0, 0.0)
+    flags = [False, False, True]
+    score, r = consens_from_word_nll(empty, context, Aggregation.SUPPORT_COUNT, flags)
+    expected = sum(1.0 / (1.0 + math.exp(-(1.0 - d))) for d in (-4.0, 3.0))  # 1 - sigmoid(d - 1) each
+    assert r == pytest.approx(-expected)
+    support = consens_from_word_nll(empty, context, Aggregation.SUPPORT, flags)[0]
+    assert score == pytest.approx((support + 2.0 * math.exp(-expected) - 1.0) / 2.0)
+
+    # A count, not a share: the same unsupported word costs the same however many stated words surround
+    # it, so a long answer cannot dilute an invented claim; support's share can.
+    def score_of(agg: Aggregation, x: tuple[list[float], list[float], list[bool]]) -> float:
+        return consens_from_word_nll(x[0], x[1], agg, x[2])[0]
+
+    one_bad = ([5.0], [9.0], [False])
+    diluted = ([5.0] + [3.0] * 9, [9.0] + [1.0] * 9, [False] + [True] * 9)
+    count_part = [
+        2 * score_of(Aggregation.SUPPORT_COUNT, x) - score_of(Aggregation.SUPPORT, x)
+        for x in (one_bad, diluted)
+    ]
+    assert count_part[0] == pytest.approx(count_part[1])
+    assert score_of(Aggregation.SUPPORT, diluted) > score_of(Aggregation.SUPPORT, one_bad)
+    extreme = consens_from_word_nll([1.0] * 50, [5000.0] * 50, Aggregation.SUPPORT_COUNT, [False] * 50)
+    assert -1.0 <= extreme[0] < -0.9 and math.isfinite(extreme[1])

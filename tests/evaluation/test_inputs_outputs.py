@@ -333,7 +333,9 @@ def test_unknown_output_suffix_is_a_parameter_error(tmp_path: Path) -> None:
 
 
 def test_resume_to_stdout_is_refused() -> None:
-    with pytest.raises(ValueError, match="stdout"):
+    from ragsense.errors import ResumeError
+
+    with pytest.raises(ResumeError, match="standard output"):
         reference_run(output="-", resume=True)
 
 

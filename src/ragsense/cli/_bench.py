@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsense.cli._common import add_model_options
+from ragsense.cli._numbers import non_negative_int, positive_int, unit_interval
 from ragsense.errors import ParameterError
 
 
@@ -27,11 +28,16 @@ def add_parser(sub: Any) -> None:
         ),
     )
     source = kin.add_argument_group("knowledge source")
-    source.add_argument("--names", type=int, default=12, help="names per list (male and female; default 12)")
-    source.add_argument("--generations", type=int, default=3, help="generations (default 3)")
-    source.add_argument("--seed", type=int, default=0, help="seed of the family tree and query sample")
     source.add_argument(
-        "--distractors", type=float, default=0.0, help="share of unrelated documents in the store, in [0, 1)"
+        "--names", type=positive_int, default=12, help="names per list (male and female; default 12)",
+    )
+    source.add_argument("--generations", type=positive_int, default=3, help="generations (default 3)")
+    source.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of the family tree and query sample",
+    )
+    source.add_argument(
+        "--distractors", type=unit_interval, default=0.0,
+        help="share of unrelated documents in the store, in [0, 1)"
     )
     run = kin.add_argument_group("run")
     run.add_argument("--k", default="5,15,30,45,80,120", help="documents retrieved, comma-separated")
@@ -49,7 +55,9 @@ def add_parser(sub: Any) -> None:
             "relation: only the relation's own documents (the paper's literal wording)"
         ),
     )
-    run.add_argument("--max-queries", type=int, default=None, help="sample at most N queries per condition")
+    run.add_argument(
+        "--max-queries", type=positive_int, default=None, help="sample at most N queries per condition",
+    )
     run.add_argument("--out", required=True, help="output directory")
     run.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     run.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out")
@@ -90,7 +98,9 @@ def add_parser(sub: Any) -> None:
         "best first in a plain prompt",
     )
     system.add_argument("--few-shot", action="store_true", help="prepend two generic worked examples")
-    system.add_argument("--max-new-tokens", type=int, default=32, help="answer length cap (default 32)")
+    system.add_argument(
+        "--max-new-tokens", type=positive_int, default=32, help="answer length cap (default 32)",
+    )
     system.add_argument(
         "--stop",
         action="append",

@@ -18,11 +18,12 @@ import dataclasses
 import json
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ragsense.cli._common import add_aggregation_option, add_model_options, model_spec_from_args
+from ragsense.cli._numbers import positive_int, unit_interval
 from ragsense.cli._run import EXIT_OK, EXIT_ROW_ERRORS
 from ragsense.consens import (
     DEFAULT_FOLDS,
@@ -59,10 +60,10 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("input", metavar="LABELED", help="labelled rows: .jsonl, .json, .csv or .parquet")
     parser.add_argument("-o", "--output", required=True, help="the bands file to write (JSON)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-    numbers: list[tuple[str, type, float, str]] = [
-        ("--target-precision", float, DEFAULT_TARGET_PRECISION, "precision each verdict must reach"),
-        ("--folds", int, DEFAULT_FOLDS, "cross-validation folds"),
-        ("--min-per-class", int, DEFAULT_MIN_PER_CLASS, "refuse with fewer labelled rows of either class"),
+    numbers: list[tuple[str, Callable[[str], float], float, str]] = [
+        ("--target-precision", unit_interval, DEFAULT_TARGET_PRECISION, "precision each verdict must reach"),
+        ("--folds", positive_int, DEFAULT_FOLDS, "cross-validation folds"),
+        ("--min-per-class", positive_int, DEFAULT_MIN_PER_CLASS, "refuse with fewer rows of either class"),
     ]
     for flag, kind, default, what in numbers:
         parser.add_argument(flag, type=kind, default=default, help=f"{what} (default {default})")
@@ -274,7 +275,17 @@ def run_calibrate(args: argparse.Namespace) -> int:
     records, problems = _read(args.input)
     # Refuse too few labels before any model loads; refusals found by scoring can only lower the counts.
     labelled = [label_of(r, i) for i, (r, p) in enumerate(zip(records, problems, strict=True)) if p is None]
-    check_classes(sum(labelled), len(labelled) - sum(labelled), args.min_per_class)
+    try:
+        check_classes(sum(labelled), len(labelled) - sum(labelled), args.min_per_class)
+    except ParameterError as exc:
+        unusable = [p for p in problems if p is not None]
+        if not unusable:
+            raise
+        # Say why the counts are low when rows were left out: a mislabelled file reads as "too few".
+        raise ParameterError(
+            f"{exc.reason}; {len(unusable)} row(s) left out as unusable, the first: {unusable[0]}",
+            parameter=exc.parameter,
+        ) from exc
     if not any(SCORE_FIELD in r for r in records):
         # The spine's rows are the input's, in order; rows it could not parse carry their error.
         records = _score(args, args.input)

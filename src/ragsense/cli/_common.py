@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ragsense.cli._numbers import positive_int
 from ragsense.consens import DEFAULT_AGGREGATION, Aggregation
 from ragsense.models import DEFAULT_MODEL, DEFAULT_PROMPT_CACHE_TOKENS, LanguageModel, shared_pool
 
@@ -31,7 +32,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--threads",
-        type=int,
+        type=positive_int,
         default=None,
         help="torch CPU threads (keep threads x processes at or below the core count)",
     )

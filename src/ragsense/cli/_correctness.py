@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsense.cli._common import model_spec_from_args
+from ragsense.cli._numbers import non_negative_int, positive_int, score
 from ragsense.cli._run import (
     UsageExit,
     add_run_options,
@@ -36,7 +37,9 @@ def add_perturbation_options(parser: argparse.ArgumentParser) -> None:
     d = PerturbationSettings()
     group = parser.add_argument_group("perturbation")
     group.add_argument("--pm", help="perturbation model (default: the base model); a local model name")
-    group.add_argument("--perturbations", type=int, default=d.k, help=f"K, tokens perturbed (default {d.k})")
+    group.add_argument(
+        "--perturbations", type=positive_int, default=d.k, help=f"K, tokens perturbed (default {d.k})",
+    )
     group.add_argument("--where", choices=["entropy", "random"], default=d.where, help="which tokens")
     group.add_argument(
         "--how", choices=["iterative", "single_shot"], default=d.how, help="one at a time or all at once"
@@ -46,7 +49,7 @@ def add_perturbation_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--rescore-window",
-        type=int,
+        type=non_negative_int,
         default=d.rescore_window,
         help=f"iterative: tokens re-scored after each change (default {d.rescore_window}; 0: to the end)",
     )
@@ -93,9 +96,9 @@ def add_parser(sub: Any) -> None:
     train.add_argument("-o", "--output", required=True, help="estimator file (.npz)")
     add_target_options(train)
     train.add_argument(
-        "--trees", type=int, default=2100, help="random-forest trees (default 2100, as the paper)"
+        "--trees", type=positive_int, default=2100, help="random-forest trees (default 2100, as the paper)"
     )
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--seed", type=non_negative_int, default=0)
     train.add_argument("--aggregates", default="mean,max", help="NLL summaries per place (default mean,max)")
     train.set_defaults(run=run_train)
 
@@ -107,7 +110,7 @@ def add_parser(sub: Any) -> None:
     )
     evaluate.add_argument("--estimator", required=True, help="estimator file (.npz)")
     evaluate.add_argument(
-        "--threshold", type=float, help="correctness threshold t (default: the estimator's)"
+        "--threshold", type=score, help="correctness threshold t (default: the estimator's)"
     )
     evaluate.set_defaults(run=run_evaluate)
 
@@ -135,7 +138,7 @@ def add_target_options(parser: Any) -> None:
         default="cosine",
         help="target correctness",
     )
-    parser.add_argument("--threshold", type=float, help="correctness threshold t (default: per metric)")
+    parser.add_argument("--threshold", type=score, help="correctness threshold t (default: per metric)")
 
 
 def run_features(args: argparse.Namespace) -> int:

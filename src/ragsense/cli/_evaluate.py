@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from ragsense.cli._common import add_consens_options, model_spec_from_args
+from ragsense.cli._numbers import non_negative_float, positive_int
 from ragsense.cli._run import (
     Columns,
     UsageExit,
@@ -20,6 +21,7 @@ from ragsense.errors import ParameterError
 from ragsense.evaluation import (
     DEFAULT_METRICS,
     EngineSpec,
+    Evaluation,
     Metric,
     RayEngine,
     available_metrics,
@@ -27,6 +29,7 @@ from ragsense.evaluation import (
     require_ray,
     resolve_metrics,
 )
+from ragsense.traces import SOURCES, TraceRows, read_traces, write_annotations
 
 
 def add_parser(sub: Any) -> None:
@@ -44,6 +47,22 @@ def add_parser(sub: Any) -> None:
     add_run_options(
         parser,
         output_help="output .jsonl, .csv or .parquet ('-' for JSONL on stdout); with --engine ray a folder",
+    )
+    traces = parser.add_argument_group(
+        "traces (extra ragsense[traces]; docs/traces.md)",
+        "Read INPUT as a trace export: each trace with a retriever and an LLM span is one row (id: the "
+        "trace id; trace_id and span_id kept); traces without them are counted and listed on stderr.",
+    )
+    traces.add_argument(
+        "--from",
+        dest="trace_from",
+        choices=list(SOURCES),
+        help="INPUT is an OTLP (JSON or .pb), Phoenix span or Langfuse trace export",
+    )
+    traces.add_argument(
+        "--annotations",
+        metavar="FILE",
+        help="write one annotation per scored span: .jsonl Phoenix span annotations, .json OTLP span events",
     )
     parser.add_argument(
         "--metrics",
@@ -80,13 +99,15 @@ def add_parser(sub: Any) -> None:
         help="the Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: start a local Ray)",
     )
     ray.add_argument(
-        "--workers", type=int, help="actors, each with its own models (default: one per CPU, or per GPU)"
+        "--workers", type=positive_int,
+        help="actors, each with its own models (default: one per CPU, or per GPU)"
     )
     ray.add_argument(
-        "--gpus-per-worker", type=float, default=0.0, help="GPUs each actor reserves (default 0)"
+        "--gpus-per-worker", type=non_negative_float, default=0.0, help="GPUs each actor reserves (default 0)"
     )
     ray.add_argument(
-        "--shard-chunks", type=int, help="chunks per shard file (default: about 32 shards, 1 to 64 chunks)"
+        "--shard-chunks", type=positive_int,
+        help="chunks per shard file (default: about 32 shards, 1 to 64 chunks)"
     )
     ray.add_argument(
         "--shard-format",
@@ -188,5 +209,24 @@ def engine_from_args(args: argparse.Namespace) -> EngineSpec:
 
 def run(args: argparse.Namespace) -> int:
     engine = engine_from_args(args)
+    if args.trace_from and engine != "local":
+        raise UsageExit("ragsense evaluate: --from reads a trace export on the local engine only")
+    if args.annotations and not args.annotations.lower().endswith((".jsonl", ".json")):
+        raise UsageExit("ragsense evaluate: --annotations FILE must end in .jsonl (Phoenix) or .json (OTLP)")
     metrics = metrics_from_args(args)
-    return run_command(args, "evaluate", metrics, _columns(metrics), engine=engine)
+    rows: TraceRows | None = None
+    if args.trace_from:
+        if not args.input:
+            raise UsageExit("ragsense evaluate: --from needs a trace file as INPUT")
+        rows = read_traces(args.input, args.trace_from)
+
+    def lines(evaluation: Evaluation) -> list[str]:
+        out = [] if rows is None or rows.report() is None else [str(rows.report())]
+        if args.annotations:
+            written = write_annotations(args.annotations, evaluation.rows)
+            out.append(f"{written} span annotations written to {args.annotations}")
+        return out
+
+    return run_command(
+        args, "evaluate", metrics, _columns(metrics), engine=engine, source=rows, extra_lines=lines
+    )

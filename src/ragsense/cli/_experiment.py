@@ -8,6 +8,7 @@ from typing import Any
 
 from ragsense.cli._common import add_model_options
 from ragsense.cli._correctness import add_perturbation_options, add_target_options, settings_from_args
+from ragsense.cli._numbers import non_negative_int, positive_int
 from ragsense.errors import ParameterError
 
 RESUMABLE = ("vera-", "correctness-")
@@ -22,8 +23,10 @@ def add_parser(sub: Any) -> None:
     parser.add_argument(
         "--data", help="dataset path (default: ../shared/data/<dataset> or RAGSENSE_DATA_DIR)"
     )
-    parser.add_argument("--limit", type=int, default=None, help="use only the first N items (quick run)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--limit", type=positive_int, default=None, help="use only the first N items (quick run)",
+    )
+    parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--out", help="directory for per-item results (JSONL)")
     parser.add_argument(
         "--resume",
@@ -35,7 +38,7 @@ def add_parser(sub: Any) -> None:
     add_perturbation_options(parser)
     group = parser.add_argument_group("correctness-* experiments")
     add_target_options(group)
-    group.add_argument("--trees", type=int, default=2100, help="random-forest trees (default 2100)")
+    group.add_argument("--trees", type=positive_int, default=2100, help="random-forest trees (default 2100)")
     group.add_argument(
         "--aggregates",
         default="mean,max",

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ragsense.cli._common import add_model_options, model_spec_from_args
+from ragsense.cli._numbers import non_negative_float, port, positive_float, positive_int, score
 from ragsense.cli._run import EXIT_USAGE
 
 _LIMIT_FLAGS = (
@@ -34,7 +35,7 @@ def add_parser(sub: Any) -> None:
     add_model_options(parser)
     net = parser.add_argument_group("network and security")
     net.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    net.add_argument("--port", type=int, default=8080, help="port (default: 8080)")
+    net.add_argument("--port", type=port, default=8080, help="port (default: 8080)")
     net.add_argument("--api-key-file", help="file of API keys, one a line (stored hashed)")
     net.add_argument(
         "--api-key-env",
@@ -42,8 +43,15 @@ def add_parser(sub: Any) -> None:
         help="environment variable holding comma-separated API keys (default: RAGSENSE_GUARD_API_KEYS)",
     )
     net.add_argument("--insecure", action="store_true", help="allow a non-loopback address without API keys")
-    net.add_argument("--per-key-concurrency", type=int, default=32, help="requests in flight per key")
-    net.add_argument("--per-key-rate", type=float, default=None, help="requests a second per key")
+    net.add_argument(
+        "--per-key-concurrency", type=positive_int, default=32, help="requests in flight per key",
+    )
+    net.add_argument("--per-key-rate", type=positive_float, default=None, help="requests a second per key")
+    net.add_argument(
+        "--trace-sink",
+        metavar="FILE",
+        help="append each trace scored on POST /v1/traces (OTLP) to this JSONL file (docs/traces.md)",
+    )
     net.add_argument(
         "--docs",
         action="store_true",
@@ -54,7 +62,7 @@ def add_parser(sub: Any) -> None:
     policy = parser.add_argument_group("policy")
     policy.add_argument(
         "--min-consens",
-        type=float,
+        type=score,
         default=None,
         help="pass threshold (default: the bands' grounded_at, 0.02 with the default bands)",
     )
@@ -65,29 +73,36 @@ def add_parser(sub: Any) -> None:
     )
     policy.add_argument(
         "--min-consens-bounds",
-        type=float,
+        type=score,
         nargs=2,
         metavar=("LOW", "HIGH"),
         help="range a request's min_consens may take (default: from --min-consens to 1)",
     )
     policy.add_argument("--judge", help="VERA judge model: enables adherence on request")
     batching = parser.add_argument_group("batching and limits")
-    batching.add_argument("--max-batch-rows", type=int, default=16, help="rows per micro-batch")
-    batching.add_argument("--max-batch-tokens", type=int, default=32_768, help="estimated tokens per batch")
-    batching.add_argument("--max-wait-ms", type=float, default=10.0, help="longest wait for a batch to fill")
-    batching.add_argument("--queue-rows", type=int, default=64, help="rows that may wait (then 429)")
-    batching.add_argument("--timeout", type=float, default=30.0, help="seconds per request (then 504)")
+    batching.add_argument("--max-batch-rows", type=positive_int, default=16, help="rows per micro-batch")
     batching.add_argument(
-        "--body-timeout", type=float, default=10.0, help="seconds to receive a request's body (then 408)"
+        "--max-batch-tokens", type=positive_int, default=32_768, help="estimated tokens per batch",
+    )
+    batching.add_argument(
+        "--max-wait-ms", type=non_negative_float, default=10.0, help="longest wait for a batch to fill",
+    )
+    batching.add_argument("--queue-rows", type=positive_int, default=64, help="rows that may wait (then 429)")
+    batching.add_argument(
+        "--timeout", type=positive_float, default=30.0, help="seconds per request (then 504)",
+    )
+    batching.add_argument(
+        "--body-timeout", type=positive_float, default=10.0,
+        help="seconds to receive a request's body (then 408)"
     )
     batching.add_argument(
         "--hostile-delay",
-        type=float,
+        type=non_negative_float,
         default=1.0,
         help="seconds before refusing a body with more JSON values than any valid request",
     )
     for flag, _, text in _LIMIT_FLAGS:
-        batching.add_argument(flag, type=int, default=None, help=f"limit: {text}")
+        batching.add_argument(flag, type=positive_int, default=None, help=f"limit: {text}")
     parser.set_defaults(run=run)
 
 
@@ -127,6 +142,7 @@ def build_config(args: argparse.Namespace) -> Any:
         rate_per_key=args.per_key_rate,
         log_content=args.log_content,
         docs=args.docs,
+        trace_sink=args.trace_sink,
     )
 
 

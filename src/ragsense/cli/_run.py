@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ragsense.cli._common import add_model_options
+from ragsense.cli._numbers import positive_int
 from ragsense.data import sample_rows_path
 from ragsense.evaluation import (
     DEFAULT_CHUNK_SIZE,
@@ -80,7 +81,7 @@ def add_run_options(parser: argparse.ArgumentParser, *, output_help: str, sample
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     parser.add_argument(
         "--chunk-size",
-        type=int,
+        type=positive_int,
         default=DEFAULT_CHUNK_SIZE,
         help=f"rows per batched, saved chunk (default {DEFAULT_CHUNK_SIZE})",
     )
@@ -201,10 +202,13 @@ def run_command(
     stdout_default: bool = False,
     extra_lines: Callable[[Evaluation], list[str]] | None = None,
     engine: EngineSpec = "local",
+    source: Any = None,
 ) -> int:
     """Run ``metrics`` over the command's input through the spine; print the table and the summary.
-    ``engine``: where the rows are scored (``evaluate``'s ``engine``; ``-o`` is then a folder)."""
-    source = source_of(args, command)
+    ``engine``: where the rows are scored (``evaluate``'s ``engine``; ``-o`` is then a folder);
+    ``source``: rows already read (a trace export), instead of the input path."""
+    path = source_of(args, command)
+    source = path if source is None else source
     gates = gates_of(args, metrics)
     output = args.output if args.output else ("-" if stdout_default else None)
     store = store_of(args)

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from ragsense.cli._numbers import non_negative_int, positive_int
 from ragsense.cli._run import UsageExit
 from ragsense.runs import RunStore, StoredRun, compare_runs, format_comparison
 from ragsense.tables import render_table, terminal_safe
@@ -33,7 +34,9 @@ def add_parser(sub: Any) -> None:
     runs.add_argument("action", nargs="?", choices=["list", "show"], default="list")
     runs.add_argument("ref", nargs="?", metavar="RUN", help="show: the run")
     runs.add_argument("--tag", help="list: only runs with this tag")
-    runs.add_argument("--limit", type=int, default=50, help="list: at most this many runs (default 50)")
+    runs.add_argument(
+        "--limit", type=positive_int, default=50, help="list: at most this many runs (default 50)",
+    )
     runs.add_argument("--json", action="store_true", help="print JSON")
     runs.set_defaults(run=run_runs)
 
@@ -51,7 +54,7 @@ def add_parser(sub: Any) -> None:
     compare.add_argument("b", help="run B")
     compare.add_argument("--json", action="store_true", help="print JSON")
     compare.add_argument(
-        "--worst", type=int, default=5, help="list this many rows that got worse (default 5)"
+        "--worst", type=non_negative_int, default=5, help="list this many rows that got worse (default 5)"
     )
     compare.set_defaults(run=run_compare)
 

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from ragsense.cli._common import add_model_options, model_spec_from_args
+from ragsense.cli._numbers import port
 
 DEFAULT_KEY_ENV = "RAGSENSE_SERVE_API_KEYS"
 
@@ -15,7 +16,7 @@ def add_parser(sub: Any) -> None:
     add_model_options(parser)
     net = parser.add_argument_group("network and security")
     net.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    net.add_argument("--port", type=int, default=8000)
+    net.add_argument("--port", type=port, default=8000)
     net.add_argument("--api-key-file", help="file of API keys, one a line (stored hashed)")
     net.add_argument(
         "--api-key-env",

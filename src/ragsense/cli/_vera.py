@@ -8,6 +8,7 @@ import argparse
 from typing import Any
 
 from ragsense.cli._common import model_spec_from_args
+from ragsense.cli._numbers import score
 from ragsense.cli._run import add_run_options, answer_of, fmt, question_of, row_id, run_command
 from ragsense.evaluation import Evaluation
 from ragsense.models import shared_pool
@@ -82,7 +83,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--consens-model", help="model for the ConSens signal (default: the judge, if it can)")
     group.add_argument(
-        "--consens-threshold", type=float, default=0.0, help="ConSens above which a statement is grounded"
+        "--consens-threshold", type=score, default=0.0, help="ConSens above which a statement is grounded"
     )
     group.add_argument("--calibrate", action="store_true", help="content-free calibration of label scores")
     group.add_argument(

@@ -24,9 +24,11 @@ from ragsense.consens._calibrate import (
 from ragsense.consens._evidence import FEATURES as EVIDENCE_FEATURES
 from ragsense.consens._evidence import floored, row_features
 from ragsense.consens._math import (
+    STATED_AGGREGATIONS,
     Aggregation,
     consens_from_log_ppl,
     consens_from_word_nll,
+    expected_unsupported,
     log_mean_perplexity,
     support_r,
 )
@@ -48,7 +50,7 @@ from ragsense.consens._scorer import (
     default_bands,
     verdict,
 )
-from ragsense.consens._verdicts import BANDS_FORMAT, VERDICTS, Bands, resolve_bands
+from ragsense.consens._verdicts import BANDS_FORMAT, VERDICTS, Bands, resolve_bands, weakest_words
 
 __all__ = [
     "ATTRIBUTION_AGGREGATION",
@@ -64,6 +66,7 @@ __all__ = [
     "GROUNDED_AT",
     "NO_CONTEXT_CACHE",
     "PAPER_TEMPLATE",
+    "STATED_AGGREGATIONS",
     "UNGROUNDED_BELOW",
     "VERDICTS",
     "Aggregation",
@@ -82,6 +85,7 @@ __all__ = [
     "consens_from_log_ppl",
     "consens_from_word_nll",
     "default_bands",
+    "expected_unsupported",
     "floored",
     "grounded_edge",
     "log_mean_perplexity",
@@ -91,4 +95,5 @@ __all__ = [
     "support_r",
     "ungrounded_edge",
     "verdict",
+    "weakest_words",
 ]

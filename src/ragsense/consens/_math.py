@@ -18,7 +18,12 @@ its perplexity is ``exp(nll)``) under the empty and the real context:
   times more likely to count as half supported); ``r`` is the mean log of these probabilities (<= 0)
   and the score is ``2 exp(r) - 1``, in [-1, 1]: twice the geometric mean of the support
   probabilities, minus one. 1 means every word is stated; a score below 0 means the typical word is
-  less likely supported than not. Chosen by rule 2 of benchmarks/grounding_default.py.
+  less likely supported than not. Chosen by rule 2 of papers/consens/grounding_default.py.
+* **support_count** adds a count to that share: with ``E`` the expected number of unsupported words
+  (the sum of one minus each word's support probability), the score is the mean of ``support`` and
+  ``2 exp(-E) - 1`` (the chance, word by word independent, that no word is unsupported), in [-1, 1];
+  ``r = -E``. One invented word lowers it whatever the answer's length. Chosen by rule 3 of
+  papers/consens/grounding_default.py (docs/results.md); not the default.
 
 For the others the score is ``2 / (1 + e^-r) - 1 = tanh(r / 2)``, in (-1, 1): 0 means the context
 changed nothing. The geometric ``r`` is the mean of the word contrasts, so ``geometric`` is the
@@ -46,6 +51,11 @@ class Aggregation(str, Enum):  # noqa: UP042
     MEAN_TAIL = "mean_tail"  # (mean + tail25) / 2: the mean with a penalty for the worst words
     SHARE = "share"  # 2p - 1, p = the (smoothed) share of words the context made more likely
     SUPPORT = "support"  # 2 * geometric mean of the words' support probabilities - 1 (needs stated flags)
+    SUPPORT_COUNT = "support_count"  # mean of support and 2 exp(-E) - 1, E the expected unsupported words
+
+
+STATED_AGGREGATIONS = (Aggregation.SUPPORT, Aggregation.SUPPORT_COUNT)
+"""The aggregations that also read whether the context states each word."""
 
 
 PERPLEXITY_AGGREGATIONS = (Aggregation.ARITHMETIC, Aggregation.GEOMETRIC)
@@ -113,14 +123,8 @@ SUPPORT_MIDPOINT = 1.0
 """In nats: an unstated word the context made this much more likely counts as half supported."""
 
 
-def support_r(contrasts: Sequence[float], stated: Sequence[bool]) -> float:
-    """``r`` of the support score: the mean log support probability of the words (<= 0, finite).
-
-    >>> round(support_r([3.0, -2.0], [True, False]), 4)  # (log 1 + log sigmoid(-3)) / 2
-    -1.5243
-    >>> support_r([-5.0], [True])  # a stated word is supported whatever its contrast
-    0.0
-    """
+def _support_logs(contrasts: Sequence[float], stated: Sequence[bool]) -> list[float]:
+    """Each word's log probability of being supported (<= 0, finite)."""
     if not contrasts:
         raise ValueError("no words to aggregate")
     if len(stated) != len(contrasts):
@@ -138,7 +142,28 @@ def support_r(contrasts: Sequence[float], stated: Sequence[bool]) -> float:
         )
         for d, s in zip(contrasts, stated, strict=True)
     ]
+    return logs
+
+
+def support_r(contrasts: Sequence[float], stated: Sequence[bool]) -> float:
+    """``r`` of the support score: the mean log support probability of the words (<= 0, finite).
+
+    >>> round(support_r([3.0, -2.0], [True, False]), 4)  # (log 1 + log sigmoid(-3)) / 2
+    -1.5243
+    >>> support_r([-5.0], [True])  # a stated word is supported whatever its contrast
+    0.0
+    """
+    logs = _support_logs(contrasts, stated)
     return math.fsum(logs) / len(logs)
+
+
+def expected_unsupported(contrasts: Sequence[float], stated: Sequence[bool]) -> float:
+    """``E``: the expected number of unsupported words, the sum of one minus each support probability.
+
+    >>> round(expected_unsupported([3.0, -2.0, 0.0], [True, False, False]), 4)  # sigmoid(3) + sigmoid(1)
+    1.6836
+    """
+    return math.fsum(-math.expm1(x) for x in _support_logs(contrasts, stated))
 
 
 def log_mean_perplexity(word_nll: Sequence[float], aggregation: Aggregation) -> float:
@@ -179,7 +204,7 @@ def consens_from_word_nll(
 ) -> tuple[float, float]:
     """``(score, r)`` of one answer from the NLLs of its kept words in both conditions.
 
-    ``stated`` (whether the context states each word) is needed by :attr:`Aggregation.SUPPORT` only.
+    ``stated`` (whether the context states each word) is needed by :data:`STATED_AGGREGATIONS` only.
 
     The paper's Table 1, first row (word perplexities 4814.38, 7117.1, 1.61 without context and
     263.73, 293.92, 1.72 with it):
@@ -191,11 +216,16 @@ def consens_from_word_nll(
     """
     if len(nll_empty) != len(nll_context):
         raise ValueError("both conditions must score the same words")
-    if aggregation is Aggregation.SUPPORT:
+    if aggregation in STATED_AGGREGATIONS:
         if stated is None:
-            raise ValueError("the support score needs each word's stated flag")
-        r = support_r([e - c for e, c in zip(nll_empty, nll_context, strict=True)], stated)
-        return 2.0 * math.exp(r) - 1.0, r
+            raise ValueError(f"the {aggregation.value} score needs each word's stated flag")
+        contrasts = [e - c for e, c in zip(nll_empty, nll_context, strict=True)]
+        r = support_r(contrasts, stated)
+        if aggregation is Aggregation.SUPPORT:
+            return 2.0 * math.exp(r) - 1.0, r
+        expected = expected_unsupported(contrasts, stated)
+        # The mean of support (2 e^r - 1) and the count score (2 e^-E - 1).
+        return math.exp(r) + math.exp(-expected) - 1.0, -expected
     if aggregation not in PERPLEXITY_AGGREGATIONS:
         r = word_contrast_r([e - c for e, c in zip(nll_empty, nll_context, strict=True)], aggregation)
         return math.tanh(r / 2.0), r

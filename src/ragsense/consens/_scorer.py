@@ -41,15 +41,15 @@ from ragsense.text import (
 
 # The default score: "support", the geometric mean of each content word's probability of being
 # supported (1 when the context states the word, else how much the context raised its likelihood),
-# mapped to (-1, 1]. Chosen by rule 2 of benchmarks/grounding_default.py on development halves of
+# mapped to (-1, 1]. Chosen by rule 2 of papers/consens/grounding_default.py on development halves of
 # WikiEval, HaluEval (and its length-matched pairs), PubMedQA and FaithBench, reported on the other
 # halves (docs/results.md, "Choosing the default score"). The paper's ConSens is Aggregation.ARITHMETIC;
 # the previous default was Aggregation.Q25.
 DEFAULT_AGGREGATION = Aggregation.SUPPORT
 # Default verdict bands per aggregation, (grounded_at, ungrounded_below): "grounded" at or above the
 # first, "ungrounded" below the second, "unsure" in between. The support bands come from rule 2 of
-# benchmarks/grounding_default.py (balanced precision 0.9 on the development halves of the
-# answer-level sets); the others from benchmarks/consens_aggregates.py (docs/results.md).
+# papers/consens/grounding_default.py (balanced precision 0.9 on the development halves of the
+# answer-level sets); the others from papers/consens/consens_aggregates.py (docs/results.md).
 _DEFAULT_EDGES: dict[Aggregation, tuple[float, float]] = {
     Aggregation.ARITHMETIC: (0.67, 0.19),
     Aggregation.GEOMETRIC: (0.72, 0.40),
@@ -60,6 +60,7 @@ _DEFAULT_EDGES: dict[Aggregation, tuple[float, float]] = {
     Aggregation.MEAN_TAIL: (0.33, 0.25),
     Aggregation.SHARE: (0.50, 0.50),
     Aggregation.SUPPORT: (0.83, -0.23),
+    Aggregation.SUPPORT_COUNT: (0.56, -0.61),  # rule 3 of papers/consens/grounding_default.py
 }
 DEFAULT_BANDS: dict[Aggregation, Bands] = {
     agg: Bands(agg.value, grounded_at=g, ungrounded_below=u, origin="default")

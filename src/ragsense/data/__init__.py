@@ -37,7 +37,14 @@ from ragsense.data._io import (
     write_jsonl,
 )
 from ragsense.data._schema import ALIASES, RagRow, parse_row
-from ragsense.data._tabular import arrow_column, plain_record, plain_value, require_module, write_parquet
+from ragsense.data._tabular import (
+    arrow_column,
+    parquet_rows,
+    plain_record,
+    plain_value,
+    require_module,
+    write_parquet,
+)
 
 
 def sample_rows_path() -> Path:
@@ -74,6 +81,7 @@ __all__ = [
     "load_pubmedqa",
     "load_squad_v2",
     "load_wikieval",
+    "parquet_rows",
     "parse_row",
     "parse_rows",
     "plain_record",

@@ -5,7 +5,9 @@
 * a pandas ``DataFrame`` (``pandas`` extra);
 * a Hugging Face ``datasets.Dataset`` (``datasets`` extra);
 * a RAGAS ``EvaluationDataset`` (``ragas`` extra): its samples' ``user_input``, ``retrieved_contexts``,
-  ``response`` and ``reference`` are RAGAS's own field names, which ragsense reads as they are.
+  ``response`` and ``reference`` are RAGAS's own field names, which ragsense reads as they are;
+* the rows of a trace export, :func:`ragsense.traces.read_traces` (``traces`` extra): OTLP, Phoenix or
+  Langfuse, one row per trace with a retriever and an LLM span, its ``trace_id`` and ``span_id`` kept.
 
 Rows are parsed without requiring an answer: each metric says what it needs, so a row without an
 answer is still scored by a metric that makes its own (correctness) and marked for the others.
@@ -20,6 +22,7 @@ from typing import Any
 
 from ragsense.data import RagRow, RowOrError, parse_rows, plain_record, read_rows
 from ragsense.errors import ParameterError
+from ragsense.traces import TraceRows
 
 Data = str | os.PathLike[str] | Iterable[Mapping[str, Any] | RagRow] | Any
 """What ``evaluate`` accepts as data (see the module docstring)."""
@@ -40,6 +43,8 @@ def rows_from(data: Data) -> Iterable[RowOrError]:
     >>> [type(r).__name__ for r in rows_from([{"question": "Q?", "context": "C.", "answer": "A."}, {}])]
     ['RagRow', 'RowError']
     """
+    if isinstance(data, TraceRows):  # already parsed, its malformed traces already row errors
+        return data
     if isinstance(data, str | os.PathLike):
         return read_rows(data if str(data) == "-" else Path(data), require_answer=False)
     source: Any = data  # pandas, datasets and ragas objects are duck-typed: their packages are optional

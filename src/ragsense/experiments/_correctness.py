@@ -65,6 +65,10 @@ def squad_split(
     seed), so that its front, which ``limit`` takes, spreads over many paragraphs. ``limit`` keeps the
     70 / 30 proportion from the front of each part, so smaller runs are nested in larger ones.
     """
+    if limit is not None and limit < 10:  # refused before the data is read
+        raise ParameterError(
+            f"must be at least 10 (7 training and 3 evaluation samples), got {limit}", parameter="limit"
+        )
     items = [item for item in load_squad_v2(data) if not item.is_impossible and item.answers]
     paragraphs: dict[tuple[str, str], list[CorrectnessSample]] = {}
     for it in items:
@@ -83,10 +87,6 @@ def squad_split(
     rng.shuffle(train)
     rng.shuffle(evaluation)
     if limit is not None:
-        if limit < 10:
-            raise ValueError(
-                f"--limit must be at least 10 (7 training and 3 evaluation samples), got {limit}"
-            )
         n_train = round(limit * N_TRAIN / (N_TRAIN + N_EVAL))
         train, evaluation = train[:n_train], evaluation[: limit - n_train]
     return train, evaluation

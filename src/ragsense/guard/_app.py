@@ -55,6 +55,7 @@ from ragsense.guard._limits import (
 from ragsense.guard._memory import release_free_memory, resident_bytes
 from ragsense.guard._metrics import GuardMetrics
 from ragsense.guard._schema import CheckResponse, CheckRow, request_model
+from ragsense.guard._traces import TraceReceiver
 
 logger = logging.getLogger("ragsense.guard")
 
@@ -111,6 +112,7 @@ class GuardService:
         self.model_name: str | None = None
         # The request model with this server's list caps in its schema (see request_model).
         self.request_model = request_model(config.limits.max_rows, config.limits.max_documents)
+        self.traces = TraceReceiver(self)
 
     # -- the model worker's side ---------------------------------------------------------------
     async def _setup(self) -> None:
@@ -177,9 +179,10 @@ class GuardService:
             )
         return key_id
 
-    async def read_body(self, request: Request) -> bytes:
+    async def read_body(self, request: Request, *, count_values: bool = True) -> bytes:
         """The body, within its size (413), its time limit (408: a trickled upload is cut off) and a
-        count of its values (400: a body built to be expensive to parse is refused as it arrives)."""
+        count of its values (400: a body built to be expensive to parse is refused as it arrives; not
+        for OTLP, whose protobuf has no commas to count and whose JSON is bounded by its size)."""
         limit = self.config.limits.max_body_bytes
         declared = request.headers.get("content-length")
         too_big = GuardRequestError(413, "body_too_large", f"the body is over {limit} bytes", field="body")
@@ -194,7 +197,8 @@ class GuardService:
                     total += len(chunk)
                     if total > limit:
                         raise too_big
-                    values.feed(chunk)
+                    if count_values:
+                        values.feed(chunk)
                     chunks.append(chunk)
         except TimeoutError:
             self.metrics.reject("body_timeout")
@@ -239,7 +243,14 @@ class GuardService:
                 field="adherence",
             )
         options = Options(attribution=parsed.attribution, adherence=parsed.adherence)
-        return request_id, _Payload(rows, options, threshold, parsed.weakest, parsed.rows is not None)
+        return request_id, self.payload(rows, options, threshold, parsed.weakest, parsed.rows is not None)
+
+    @staticmethod
+    def payload(
+        rows: list[CheckRow], options: Options, threshold: float, weakest: int, batch: bool = True
+    ) -> _Payload:
+        """One job for the model worker (``/v1/check`` and ``/v1/traces`` alike)."""
+        return _Payload(rows, options, threshold, weakest, batch)
 
     def _take_slot(self, key_id: str) -> None:
         """Take one of the key's slots, or 429: only once the body is in, so an upload holds none."""
@@ -348,6 +359,7 @@ def create_app(config: GuardConfig, *, bind: tuple[str, int] | None = None) -> F
         service.batcher.start()
         yield
         service.draining = True
+        await service.traces.drain()  # accepted traces are scored before the worker stops
         await asyncio.to_thread(service.batcher.close)  # finishes what is queued
 
     # FastAPI's own documentation routes are off: they load scripts from public CDNs and are not
@@ -378,6 +390,11 @@ def create_app(config: GuardConfig, *, bind: tuple[str, int] | None = None) -> F
     async def check(request: Request) -> Response:
         """Score one row or a batch with ConSens and judge each against the pass threshold."""
         return await service.check(request)
+
+    @app.post("/v1/traces", responses=errors)  # type: ignore[arg-type]
+    async def traces(request: Request) -> Response:
+        """OTLP/HTTP traces (protobuf or JSON): RAG traces are scored; results on /metrics and the sink."""
+        return await service.traces.receive(request)
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -443,7 +460,7 @@ _ERROR_CODES = {
     403: "Host not this server's loopback address, or a cross-origin Origin",
     408: "body not received within the body timeout",
     413: "body over the size limit",
-    415: "body not sent as application/json",
+    415: "body not sent as application/json (/v1/traces: or application/x-protobuf)",
     422: "a field of the wrong type, missing, empty, or over its limit (the error names it)",
     429: "queue full or per-key limit reached (see Retry-After)",
     503: "model not loaded yet, or shutting down",

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from ragsense._access import ApiKeys
+from ragsense.errors import ParameterError
 
 ANONYMOUS = "anonymous"
 DEFAULT_KEY_ENV = "RAGSENSE_GUARD_API_KEYS"
@@ -37,8 +38,10 @@ class KeyLimiter:
     """
 
     def __init__(self, *, concurrency: int = 32, rate: float | None = None, burst: int | None = None) -> None:
-        if concurrency < 1 or (rate is not None and rate <= 0):
-            raise ValueError("concurrency must be >= 1 and rate > 0")
+        if concurrency < 1:
+            raise ParameterError(f"must be at least 1, got {concurrency}", parameter="concurrency")
+        if rate is not None and not rate > 0:
+            raise ParameterError(f"must be above 0, got {rate}", parameter="rate")
         self.concurrency = concurrency
         self.rate = rate
         self.burst = float(burst if burst is not None else max(1, math.ceil(rate or 1)))

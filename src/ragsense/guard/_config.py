@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ragsense.consens import Bands
+from ragsense.errors import ParameterError
 from ragsense.guard._auth import ApiKeys
 from ragsense.guard._check import Policy
 from ragsense.guard._limits import Limits
@@ -35,6 +37,7 @@ class GuardConfig:
     ``malloc_trim``; without it resident memory creeps up under varying batch shapes, see
     docs/guard.md). ``docs``: serve ``/docs``, ``/redoc`` and ``/openapi.json`` (off by default: the
     pages load their scripts from public CDNs; behind the API key when keys are configured).
+    ``trace_sink``: a JSONL file each scored trace of ``POST /v1/traces`` is appended to (docs/traces.md).
 
     >>> GuardConfig(model="fake").max_wait_ms
     10.0
@@ -63,12 +66,33 @@ class GuardConfig:
     release_memory: bool = True
     docs: bool = False
     pool: ModelPool | None = None
+    trace_sink: str | None = None
 
     def __post_init__(self) -> None:
+        at_least_one = {
+            "max_batch_rows": self.max_batch_rows,
+            "max_batch_tokens": self.max_batch_tokens,
+            "max_queue_rows": self.max_queue_rows,
+            "concurrency_per_key": self.concurrency_per_key,
+            "burst": 1 if self.burst is None else self.burst,
+        }
+        for name, count in at_least_one.items():
+            if count < 1:
+                raise ParameterError(f"must be at least 1, got {count}", parameter=name)
+        above_zero = {
+            "timeout_s": self.timeout_s,
+            "body_timeout_s": self.body_timeout_s,
+            "rate_per_key": 1.0 if self.rate_per_key is None else self.rate_per_key,
+        }
+        for name, seconds in above_zero.items():
+            if not seconds > 0 or not math.isfinite(seconds):
+                raise ParameterError(f"must be a finite number above 0, got {seconds}", parameter=name)
+        for name, seconds in (("max_wait_ms", self.max_wait_ms), ("hostile_delay_s", self.hostile_delay_s)):
+            if not seconds >= 0 or not math.isfinite(seconds):
+                raise ParameterError(f"must be a finite number >= 0, got {seconds}", parameter=name)
         if self.limits.max_rows > self.max_queue_rows:
             # A request larger than the queue could never be accepted.
-            raise ValueError(
-                f"max_rows ({self.limits.max_rows}) must not exceed max_queue_rows ({self.max_queue_rows})"
+            raise ParameterError(
+                f"max_rows ({self.limits.max_rows}) must not exceed max_queue_rows ({self.max_queue_rows})",
+                parameter="max_rows",
             )
-        if self.timeout_s <= 0 or self.body_timeout_s <= 0 or self.hostile_delay_s < 0:
-            raise ValueError("timeout_s and body_timeout_s must be positive, hostile_delay_s not negative")

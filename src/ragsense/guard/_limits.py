@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragsense.errors import RagsenseError
+from ragsense.errors import ParameterError, RagsenseError
 from ragsense.guard._schema import CheckRequest, CheckRow
 
 
@@ -80,6 +80,12 @@ class Limits:
     max_answer_tokens: int = 2_048
     max_context_tokens: int = 8_192
     max_id_chars: int = 128
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            # Zero or a negative limit would refuse every request, or (a negative body size) none.
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ParameterError(f"must be a whole number >= 1, got {value!r}", parameter=name)
 
 
 MAX_MEMBERS = 64

@@ -75,6 +75,18 @@ class GuardMetrics:
             "Resident memory right after the last micro-batch (and the release of freed memory)",
             registry=self.registry,
         )
+        self.traces = Counter(
+            "ragsense_guard_traces",
+            "Traces received on /v1/traces, by outcome (scored, error, not_rag)",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.trace_verdicts = Counter(
+            "ragsense_guard_trace_verdicts",
+            "Scored traces by ConSens verdict and pass/fail",
+            ["verdict", "passed"],
+            registry=self.registry,
+        )
         ProcessCollector(registry=self.registry)
 
     def request(self, endpoint: str, status: int, seconds: float) -> None:

@@ -402,8 +402,10 @@ def create_openai_model(
         raise BackendUnavailableError(f"the openai backend needs httpx: {_INSTALL_HINT}") from exc
     base_url = base_url or os.environ.get("RAGSENSE_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
     if not base_url:
-        raise ValueError(
-            "the openai backend needs base_url=... (e.g. http://127.0.0.1:8000/v1) or RAGSENSE_BASE_URL"
+        raise ParameterError(
+            "the openai backend needs its server's address: --base-url URL on the command line, "
+            "base_url=... in Python (e.g. http://127.0.0.1:8000/v1), or RAGSENSE_BASE_URL",
+            parameter="base_url",
         )
     if api_key is None:
         api_key = os.environ.get("RAGSENSE_API_KEY") or os.environ.get("OPENAI_API_KEY")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ragsense._async import run_sync
+from ragsense.errors import ResumeError
 from ragsense.evaluation._evaluation import Evaluation, MetricInfo
 from ragsense.evaluation._inputs import rows_from
 from ragsense.evaluation._outputs import OutputFile, claim_output
@@ -32,7 +33,7 @@ class LocalEngine:
     async def arun(self, request: EvaluateRequest) -> Evaluation:
         output = None if request.output is None else OutputFile.of(request.output)
         if output is not None and output.path is None and request.resume:
-            raise ValueError("cannot resume a run written to stdout; give an output file")
+            raise ResumeError("cannot resume a run written to standard output; give an output file")
         with claim_output(output, resume=request.resume, overwrite=request.overwrite):
             return await _run(request, output)
 
