@@ -121,6 +121,8 @@ def test_settings_are_checked_and_the_cli_passes_the_budget() -> None:
     assert "prompt_cache_tokens" not in options  # the backend's default, DEFAULT_PROMPT_CACHE_TOKENS
     _, options = model_spec_from_args(parser.parse_args(["--model", "fake", "--prompt-cache-tokens", "9"]))
     assert options == {}
+    with pytest.raises(SystemExit):  # argparse: exit 2 naming the flag
+        parser.parse_args(["--prompt-cache-tokens", "-1"])
     assert DEFAULT_PROMPT_CACHE_TOKENS > 0
 
 

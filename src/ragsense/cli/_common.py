@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ragsense.cli._numbers import positive_int
+from ragsense.cli._numbers import non_negative_int, positive_int
 from ragsense.consens import DEFAULT_AGGREGATION, Aggregation
 from ragsense.models import DEFAULT_MODEL, DEFAULT_PROMPT_CACHE_TOKENS, LanguageModel, shared_pool
 
@@ -38,7 +38,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--prompt-cache-tokens",
-        type=int,
+        type=non_negative_int,
         default=None,
         metavar="TOKENS",
         help=(
