@@ -14,7 +14,8 @@ embedding (classes weighted to balance, its L2 strength by 5-fold cross-validati
 its threshold from the cross-validated probabilities there), and the
 trivial baseline, the question's length in words (threshold chosen on the development half). Printed:
 balanced accuracy on both halves with a 95% stratified bootstrap interval (2,000 draws, seed 0), and
-per kind the share called "needs documents". ``--write`` ships the regression as versioned JSON
+per kind the share called "needs documents"; ``--judge MODEL`` adds the judge path's step-1 label on
+both halves (nothing fitted). ``--write`` ships the regression as versioned JSON
 (weights only: no pickle).
 """
 
@@ -31,7 +32,13 @@ import numpy as np
 from ragsense.data import default_data_dir, load_squad_v2
 from ragsense.embeddings import load_embedder
 from ragsense.stats import bootstrap_ci
-from ragsense.vera import RETRIEVAL_NEED_VERSION, needs_documents_set
+from ragsense.vera import (
+    RETRIEVAL_NEED_VERSION,
+    RetrievalCheck,
+    VeraEvaluator,
+    VeraSettings,
+    needs_documents_set,
+)
 
 
 def _rows() -> list[dict[str, Any]]:
@@ -61,6 +68,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m papers.vera.needs_documents")
     parser.add_argument("--write", type=Path, help="write the fitted model here (JSON)")
+    parser.add_argument(
+        "--judge", help="also the judge path's step 1 with this judge model (e.g. smollm2-135m), both halves"
+    )
     args = parser.parse_args(argv)
     rows = _rows()
     embedder = load_embedder("minilm")
@@ -101,6 +111,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         (f"question length >= {best_cut} words", words >= best_cut),
     ):
         print(f"| {name} | {_balanced(p[dev], y[dev])} | {_balanced(p[~dev], y[~dev])} |")
+    if args.judge:
+        vera = VeraEvaluator(args.judge, VeraSettings(signals="judge", cache=False))
+        checks = vera.check_retrieval_need_sync([r["question"] for r in rows])
+        judged = np.array([isinstance(c, RetrievalCheck) and c.required for c in checks])
+        print(
+            f"| judge {args.judge}, step 1 label | {_balanced(judged[dev], y[dev])} "
+            f"| {_balanced(judged[~dev], y[~dev])} |"
+        )
     print("\nreport half, share called 'needs documents' per kind (regression):")
     for kind in sorted({r["kind"] for r in rows}):
         idx = [i for i, r in enumerate(rows) if r["kind"] == kind and not dev[i]]

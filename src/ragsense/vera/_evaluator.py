@@ -123,6 +123,9 @@ class VeraEvaluator:
     ) -> list[VeraEnhancement | Exception]:
         return run_sync(self.enhance(rows, generate))
 
+    def check_retrieval_need_sync(self, questions: Sequence[str]) -> list[RetrievalCheck | Exception]:
+        return run_sync(self.check_retrieval_need(questions))
+
     async def check_retrieval_need(self, questions: Sequence[str]) -> list[RetrievalCheck | Exception]:
         """Step 1 alone, for pipelines that decide whether to retrieve."""
         if self._steps.use_offline:
