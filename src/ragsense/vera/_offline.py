@@ -133,7 +133,7 @@ def fuse(signals: Sequence[Sequence[float]]) -> list[float]:
     """One signal as is; several by reciprocal rank fusion, sum of 1 / (60 + rank).
 
     >>> fuse([[0.1, 0.9]]), fuse([[0.1, 0.9], [5.0, 1.0]])
-    ([0.1, 0.9], [0.03252247488101534, 0.03252247488101534])
+    ([0.1, 0.9], [0.03306010928961749, 0.03306010928961749])
     """
     if len(signals) == 1:
         return [float(v) for v in signals[0]]
