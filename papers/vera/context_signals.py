@@ -70,7 +70,7 @@ def _items(n: int) -> list[dict[str, Any]]:
 def features(n: int, out: Path, lift_n: int) -> None:
     items = _items(n)
     embedder = load_embedder("minilm")
-    model = load_model("smollm2-135m")
+    model: Any = load_model("smollm2-135m")  # the bundled model scores (SupportsLogprobs)
     records: list[dict[str, Any]] = []
     per_part: dict[str, int] = {"dev": 0, "report": 0}
     # Written row by row and flushed, so an interrupted run keeps what it computed.
