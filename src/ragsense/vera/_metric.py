@@ -34,7 +34,11 @@ def _name(model: ModelSpec | None) -> str | None:
 
 
 class Vera:
-    """VERA evaluate (Birur et al.): a judge model decides on every context sentence and answer statement.
+    """VERA evaluate (Birur et al.): a decision on every context sentence and answer statement.
+
+    By default steps 1-3 decide by offline signals of the bundled models and step 4 by ConSens per
+    statement (``signals="offline"``, ``adherence_signal="consens"``); ``signals="judge"`` uses the
+    judge's labels, for a capable judge (docs/vera.md, "Offline signals").
 
     ``judge``: the judge model (name or object; default the bundled SmolLM2-135M); ``model`` is what
     ``evaluate(..., model=...)`` gives every metric named, used when ``judge`` is not given.
