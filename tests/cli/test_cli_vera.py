@@ -60,6 +60,8 @@ def test_evaluate_writes_scores_decisions_and_row_errors(
         str(cache),
         "--adherence-signal",
         "judge",  # the judge's own labels (the default signal is ConSens)
+        "--signals",
+        "judge",  # and for steps 1-3 (the default is the offline signals)
     ]
     assert main(args) == 3  # the run finished, but three rows have errors
     rows = _rows(out)
@@ -97,7 +99,10 @@ def test_enhance_writes_edited_contexts_and_answers(
     src = _input(tmp_path)
     assert (
         main(
-            ["vera", "enhance", str(src), "-o", str(out), "--model", "fake", "--no-cache", "--table", "never"]
+            [
+                *["vera", "enhance", str(src), "-o", str(out), "--model", "fake", "--no-cache"],
+                *["--table", "never", "--signals", "judge"],
+            ]
         )
         == 3  # rows 1-3 have errors
     )
@@ -129,6 +134,8 @@ def test_enhance_with_generator_accepts_rows_without_answers(tmp_path: Path) -> 
         "--generator",
         "fake",
         "--no-cache",
+        "--signals",
+        "judge",
     ]
     assert main(args) == 0
     [row] = _rows(out)
@@ -165,6 +172,7 @@ def test_experiment_vera_squad_runs_on_real_rows(
 ) -> None:
     args = ["experiment", "vera-squad", "--data", str(shared_data / "squad_v2"), "--limit", "4"]
     args += ["--model", "fake", "--generator", "fake", "--no-judge-cache", "--out", str(tmp_path)]
+    args += ["--signals", "judge"]  # the fake judge's labels, pinned below
     assert main(args) == 0
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert figures["n_items"] == 4 and figures["n_errors"] == 0
@@ -184,7 +192,7 @@ def test_experiment_vera_wikieval_runs_on_real_rows(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["experiment", "vera-wikieval", "--data", str(shared_data / "wikieval"), "--limit", "2"]
-    args += ["--model", "fake", "--no-judge-cache", "--out", str(tmp_path)]
+    args += ["--model", "fake", "--no-judge-cache", "--out", str(tmp_path), "--signals", "judge"]
     assert main(args) == 0
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert figures["n_items"] == 2 and figures["n_errors"] == 0

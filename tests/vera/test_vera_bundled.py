@@ -49,7 +49,7 @@ def squad_rows(shared_data: Path) -> list[RagRow]:
 def test_bundled_judge_evaluates_real_rows_deterministically(
     smollm2: Any, squad_rows: list[RagRow], tmp_path: Path
 ) -> None:
-    first = VeraEvaluator(smollm2, VeraSettings(cache=False)).evaluate_sync(squad_rows)
+    first = VeraEvaluator(smollm2, VeraSettings(cache=False, signals="judge")).evaluate_sync(squad_rows)
     assert all(isinstance(r, VeraEvaluation) for r in first)
     for r in first:
         assert isinstance(r, VeraEvaluation)
@@ -58,11 +58,11 @@ def test_bundled_judge_evaluates_real_rows_deterministically(
         assert r.context.decisions and all(
             d.confidence is not None and 0.5 <= d.confidence <= 1.0 for d in r.context.decisions
         )
-    second = VeraEvaluator(smollm2, VeraSettings(cache=False)).evaluate_sync(squad_rows)
+    second = VeraEvaluator(smollm2, VeraSettings(cache=False, signals="judge")).evaluate_sync(squad_rows)
     assert second == first  # bit for bit: same floats in every decision
-    cached = VeraEvaluator(smollm2, VeraSettings(cache_dir=tmp_path))
+    cached = VeraEvaluator(smollm2, VeraSettings(cache_dir=tmp_path, signals="judge"))
     assert cached.evaluate_sync(squad_rows) == first
-    again = VeraEvaluator(smollm2, VeraSettings(cache_dir=tmp_path))
+    again = VeraEvaluator(smollm2, VeraSettings(cache_dir=tmp_path, signals="judge"))
     assert again.evaluate_sync(squad_rows) == first
     judge = again.judge
     assert isinstance(judge, LabelJudge) and judge.misses == 0 and judge.hits > 0
@@ -175,7 +175,7 @@ def test_garbage_from_the_judge_server_fails_only_that_row() -> None:
     server, url = _start(reply)
     try:
         model = load_model("openai:m", base_url=url, supports_logprobs=False, max_retries=0)
-        vera = VeraEvaluator(model, VeraSettings(cache=False, splitter="rules"))
+        vera = VeraEvaluator(model, VeraSettings(cache=False, splitter="rules", signals="judge"))
         good = RagRow(
             id="ok", question="Who designed it?", contexts=["Mara Quint designed it."], answer="Mara Quint."
         )

@@ -226,7 +226,9 @@ class SplitVote:
 
 
 def test_judge_signal_keeps_a_statement_whose_grounded_labels_outweigh_unsupported() -> None:
-    [ev] = VeraEvaluator(SplitVote(), VeraSettings(adherence_signal="judge")).evaluate_sync([ROW])
+    [ev] = VeraEvaluator(SplitVote(), VeraSettings(adherence_signal="judge", signals="judge")).evaluate_sync(
+        [ROW]
+    )
     assert isinstance(ev, VeraEvaluation)
     first, second = ev.adherence.decisions
     assert first.keep and first.label == "stated" and first.grounded_probability == pytest.approx(0.6)
@@ -235,7 +237,9 @@ def test_judge_signal_keeps_a_statement_whose_grounded_labels_outweigh_unsupport
 
 
 def test_enhance_removes_unsupported_statements_and_says_so() -> None:
-    [en] = VeraEvaluator(SplitVote(), VeraSettings(adherence_signal="judge")).enhance_sync([ROW])
+    [en] = VeraEvaluator(SplitVote(), VeraSettings(adherence_signal="judge", signals="judge")).enhance_sync(
+        [ROW]
+    )
     assert isinstance(en, VeraEnhancement) and en.adherence is not None
     assert en.answer == "The Orvel bridge opened in 1891."
     assert "statement 1 removed: unsupported and no correction" in en.adherence.notes
@@ -244,7 +248,8 @@ def test_enhance_removes_unsupported_statements_and_says_so() -> None:
 def test_adherence_decisions_record_consens_under_every_aggregation_and_the_token_logprobs() -> None:
     fake = load_model("fake")
     vera = VeraEvaluator(
-        LabelJudge(Tokenising()), VeraSettings(adherence_signal="combined", consens_model=fake)
+        LabelJudge(Tokenising()),
+        VeraSettings(adherence_signal="combined", consens_model=fake, signals="judge"),
     )
     [ev] = vera.evaluate_sync([ROW])
     assert isinstance(ev, VeraEvaluation)
@@ -256,7 +261,7 @@ def test_adherence_decisions_record_consens_under_every_aggregation_and_the_toke
         assert d.consens is not None and d.consens in d.consens_by_aggregation.values()
         assert d.consens_word_nll and all(len(pair) == 2 for pair in d.consens_word_nll)
     [judge_only] = VeraEvaluator(
-        LabelJudge(Tokenising()), VeraSettings(adherence_signal="judge")
+        LabelJudge(Tokenising()), VeraSettings(adherence_signal="judge", signals="judge")
     ).evaluate_sync([ROW])
     assert isinstance(judge_only, VeraEvaluation)
     assert all(d.consens_by_aggregation is None for d in judge_only.adherence.decisions)

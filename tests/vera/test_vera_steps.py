@@ -32,9 +32,9 @@ Rule = Callable[[BaseModel], Verdict]
 
 
 def judge_vera(judge: Any, **settings: Any) -> VeraEvaluator:
-    """These tests script the judge's adherence labels: they use the judge signal, not the default
-    ConSens, unless a test says otherwise."""
-    return VeraEvaluator(judge, VeraSettings(**{"adherence_signal": "judge", **settings}))
+    """These tests script the judge's labels: they use the judge for steps 1-3 and its adherence signal,
+    not the offline signals and ConSens (the defaults), unless a test says otherwise."""
+    return VeraEvaluator(judge, VeraSettings(**{"adherence_signal": "judge", "signals": "judge", **settings}))
 
 
 class ScriptedJudge:
@@ -314,7 +314,8 @@ def test_consens_and_combined_adherence_signals() -> None:
     assert first.keep and not second.keep and ev.response_adherence == 0.5
     assert first.label == "grounded" and second.label == "unsupported"
     [combined] = VeraEvaluator(
-        ScriptedJudge(keyword_rules()), VeraSettings(adherence_signal="combined", consens_model=fake)
+        ScriptedJudge(keyword_rules()),
+        VeraSettings(adherence_signal="combined", consens_model=fake, signals="judge"),
     ).evaluate_sync([row])
     assert isinstance(combined, VeraEvaluation)
     p = combined.adherence.decisions[0].grounded_probability

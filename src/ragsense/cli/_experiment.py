@@ -54,6 +54,12 @@ def add_parser(sub: Any) -> None:
         default=None,
         help="default: VERA's own for vera-squad; combined (both recorded) for vera-wikieval",
     )
+    vera.add_argument(
+        "--signals",
+        choices=("offline", "judge"),
+        default=None,
+        help="how VERA's steps 1-3 decide: offline signals or the judge's labels (default: offline)",
+    )
     vera.add_argument("--calibrate", action="store_true", help="content-free calibration of label scores")
     # The same choices as ragsense.vera.LABEL_SCORINGS / PROMPT_FORMATS (not imported: keeps startup light).
     vera.add_argument("--label-scoring", choices=("sum", "mean", "first_token"), default="sum")
@@ -94,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         }
     if args.name.startswith("vera"):
         signal = {} if args.adherence_signal is None else {"adherence_signal": args.adherence_signal}
+        if args.signals is not None:
+            signal["signals"] = args.signals
         options = {
             "generator": args.generator,
             "vera_options": {

@@ -17,10 +17,12 @@ from ragsense.vera import (
     ADHERENCE_SIGNALS,
     DEFAULT_ADHERENCE_SIGNAL,
     DEFAULT_LABEL_SCORING,
+    DEFAULT_STEP_SIGNAL,
     JUDGE_MODES,
     LABEL_SCORINGS,
     PROMPT_FORMATS,
     SPLITTERS,
+    STEP_SIGNALS,
     Vera,
     VeraEnhance,
 )
@@ -81,6 +83,13 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         help="consens (ConSens score of each statement), judge or combined "
         f"(default {DEFAULT_ADHERENCE_SIGNAL})",
     )
+    group.add_argument(
+        "--signals",
+        choices=STEP_SIGNALS,
+        default=DEFAULT_STEP_SIGNAL,
+        help="how steps 1-3 decide: offline (retrieval-need regression, BM25 + MiniLM sentence ranking, "
+        f"likelihood lift per statement) or judge (a capable judge's labels); default {DEFAULT_STEP_SIGNAL}",
+    )
     group.add_argument("--consens-model", help="model for the ConSens signal (default: the judge, if it can)")
     group.add_argument(
         "--consens-threshold", type=score, default=0.0, help="ConSens above which a statement is grounded"
@@ -115,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         "judge_mode": args.judge_mode,
         "splitter": args.splitter,
         "adherence_signal": args.adherence_signal,
+        "signals": args.signals,
         "consens_model": args.consens_model,
         "consens_threshold": args.consens_threshold,
         "cache": not args.no_cache,

@@ -16,6 +16,15 @@ True
 from ragsense.vera._enhance import AnswerFn
 from ragsense.vera._evaluator import VeraEvaluator
 from ragsense.vera._metric import ENHANCE_FIELDS, VERA_FIELDS, Vera, VeraEnhance
+from ragsense.vera._offline import (
+    DEFAULT_CONTEXT_RULE,
+    RETRIEVAL_NEED_VERSION,
+    KeepRule,
+    OfflineSignals,
+    RetrievalNeedModel,
+    needs_documents_set,
+    sentence_lift_requests,
+)
 from ragsense.vera._pipeline import Retriever, VeraAnswer, VeraPipeline
 from ragsense.vera._prompts import (
     CONTEXT_RELEVANCE,
@@ -45,10 +54,13 @@ from ragsense.vera._results import (
 from ragsense.vera._settings import (
     ADHERENCE_SIGNALS,
     DEFAULT_ADHERENCE_SIGNAL,
+    DEFAULT_STEP_SIGNAL,
     SCORED_STEPS,
     SPLITTERS,
+    STEP_SIGNALS,
     AdherenceSignal,
     SplitterMode,
+    StepSignal,
     VeraSettings,
     default_cache_dir,
 )
@@ -78,7 +90,9 @@ __all__ = [
     "ADHERENCE_SIGNALS",
     "CONTEXT_RELEVANCE",
     "DEFAULT_ADHERENCE_SIGNAL",
+    "DEFAULT_CONTEXT_RULE",
     "DEFAULT_LABEL_SCORING",
+    "DEFAULT_STEP_SIGNAL",
     "ENHANCE_FIELDS",
     "JUDGE_MODES",
     "LABEL_SCORINGS",
@@ -87,10 +101,12 @@ __all__ = [
     "REFUSAL",
     "RESPONSE_ADHERENCE",
     "RETRIEVAL_NEED",
+    "RETRIEVAL_NEED_VERSION",
     "SCORED_STEPS",
     "SPLITTERS",
     "SPLIT_STATEMENTS",
     "STATEMENT_RELEVANCE",
+    "STEP_SIGNALS",
     "VERA_FIELDS",
     "AdherenceInput",
     "AdherenceSignal",
@@ -104,17 +120,21 @@ __all__ = [
     "JudgeMode",
     "JudgePrompt",
     "Judgment",
+    "KeepRule",
     "LabelJudge",
     "LabelScoring",
+    "OfflineSignals",
     "PromptFormat",
     "QuestionInput",
     "RetrievalCheck",
+    "RetrievalNeedModel",
     "Retriever",
     "SplitInput",
     "SplitPrompt",
     "SplitterMode",
     "StatementInput",
     "StepResult",
+    "StepSignal",
     "Vera",
     "VeraAnswer",
     "VeraEnhance",
@@ -129,5 +149,7 @@ __all__ = [
     "label_probabilities",
     "label_scores",
     "make_judge",
+    "needs_documents_set",
     "score_choices",
+    "sentence_lift_requests",
 ]

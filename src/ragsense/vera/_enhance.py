@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
 from ragsense.data import RagRow
-from ragsense.text import Span
+from ragsense.text import Span, is_refusal
 from ragsense.vera._judging import StepJudge
 from ragsense.vera._results import REFUSAL, RetrievalCheck, StepResult, VeraEnhancement
 from ragsense.vera._steps import (
@@ -62,6 +62,8 @@ async def enhance(
                     refusal=REFUSAL,
                     splitter=plan.splitter,
                     judge=steps.judge.description,
+                    refusal_reason=f"C' is empty: none of the context's {len(step.decisions)} sentences "
+                    "passed the context relevance step",
                 )
                 continue
             stage.append((k, plan, check, step, edited))
@@ -119,7 +121,9 @@ async def enhance(
                 results[k] = exc
                 continue
         answer = join_spans(ap.row.answer, final_spans).strip()
-        refused = not answer
+        reason = refusal_reason(ap.row.answer, answer, rel, adh)
+        refused = reason is not None
+        answer = "" if refused else answer
         results[k] = VeraEnhancement(
             retrieval=check,
             context=step,
@@ -133,6 +137,7 @@ async def enhance(
             splitter=ap.splitter,
             judge=steps.judge.description,
             regenerated=generate is not None,
+            refusal_reason=reason,
         )
     out: list[VeraEnhancement | Exception] = []
     k = 0
@@ -143,3 +148,18 @@ async def enhance(
         else:
             out.append(plan_or_error)
     return out
+
+
+def refusal_reason(original: str, answer: str, relevance: StepResult, adherence: StepResult) -> str | None:
+    """Why VERA refuses this answer, or None: the answer declines by its wording (the same rule as the
+    grounding score's ``refusal`` verdict), or steps 3-4 left no statement (the counts say which)."""
+    if original.strip() and is_refusal(original):
+        return "the answer declines to answer (its wording, as the grounding score's refusal verdict)"
+    if answer:
+        return None
+    n = len(relevance.decisions)
+    relevant = sum(d.keep for d in relevance.decisions)
+    if relevant == 0:
+        return f"no statement left: none of the answer's {n} statements is relevant to the question"
+    grounded = sum(d.keep for d in adherence.decisions)
+    return f"no statement left: {relevant} of {n} statements relevant, {grounded} of them supported by C'"

@@ -26,6 +26,7 @@ from ragsense.models import DEFAULT_MODEL, LanguageModel, ModelPool, shared_pool
 from ragsense.vera._enhance import AnswerFn, enhance
 from ragsense.vera._evaluate import evaluate
 from ragsense.vera._judging import StepJudge
+from ragsense.vera._offline import OfflineSignals
 from ragsense.vera._prompts import RETRIEVAL_NEED, QuestionInput
 from ragsense.vera._results import RetrievalCheck, VeraEnhancement, VeraEvaluation
 from ragsense.vera._settings import VeraSettings
@@ -90,7 +91,8 @@ class VeraEvaluator:
                 parameter="splitter",
             )
         signals = AdherenceSignals(self.judge, self.judge_model, self.pool, self.settings)
-        self._steps = StepJudge(self.judge, self.settings, signals)
+        offline = OfflineSignals(self.pool, signals.consens_spec)
+        self._steps = StepJudge(self.judge, self.settings, signals, offline)
 
     async def evaluate(self, rows: Sequence[RagRow]) -> list[VeraEvaluation | Exception]:
         """Evaluate rows as given; one result per row, in order: an evaluation or the row's error."""
@@ -121,9 +123,15 @@ class VeraEvaluator:
     ) -> list[VeraEnhancement | Exception]:
         return run_sync(self.enhance(rows, generate))
 
+    def check_retrieval_need_sync(self, questions: Sequence[str]) -> list[RetrievalCheck | Exception]:
+        return run_sync(self.check_retrieval_need(questions))
+
     async def check_retrieval_need(self, questions: Sequence[str]) -> list[RetrievalCheck | Exception]:
         """Step 1 alone, for pipelines that decide whether to retrieve."""
-        verdicts = await self.judge.judge(RETRIEVAL_NEED, [QuestionInput(question=q) for q in questions])
+        if self._steps.use_offline:
+            verdicts = self._steps.offline.retrieval_verdicts(questions)
+        else:
+            verdicts = await self.judge.judge(RETRIEVAL_NEED, [QuestionInput(question=q) for q in questions])
         out: list[RetrievalCheck | Exception] = []
         for v in verdicts:
             if not v.ok:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from ragsense.text import Span
+from ragsense.vera._offline import OfflineSignals
 from ragsense.vera._prompts import (
     CONTEXT_RELEVANCE,
     RETRIEVAL_NEED,
@@ -31,6 +32,12 @@ class StepJudge:
     judge: Judge
     settings: VeraSettings
     signals: AdherenceSignals
+    offline: OfflineSignals
+
+    @property
+    def use_offline(self) -> bool:
+        """Whether steps 1-3 decide by the offline signals rather than the judge's labels."""
+        return self.settings.signals == "offline"
 
     async def split(self, plans: Sequence[Plan]) -> None:
         """Replace the rule-based statements by the judge's split where configured."""
@@ -52,13 +59,20 @@ class StepJudge:
         """Step 1's verdict per row; None for every row when the check is off."""
         if not self.settings.check_retrieval:
             return [None] * len(plans)
+        if self.use_offline:
+            return list(self.offline.retrieval_verdicts([p.row.question for p in plans]))
         groups = await judge_grouped(
             self.judge, RETRIEVAL_NEED, [[QuestionInput(question=p.row.question)] for p in plans]
         )
         return [g[0] for g in groups]
 
     async def sentences(self, plans: Sequence[Plan]) -> list[list[Verdict]]:
-        """Step 2's verdict on every context sentence of every row, each shown after its predecessor."""
+        """Step 2's verdict on every context sentence of every row, each shown after its predecessor
+        (offline: the row's sentences ranked together)."""
+        if self.use_offline:
+            return await self.offline.sentence_verdicts(
+                [p.row.question for p in plans], [[s.text for _, s in p.sentences] for p in plans]
+            )
         groups: list[list[BaseModel]] = []
         for plan in plans:
             items: list[BaseModel] = []
@@ -79,6 +93,10 @@ class StepJudge:
         self, plans: Sequence[Plan], statements: Sequence[Sequence[Span]]
     ) -> list[list[Verdict]]:
         """Step 3's verdict on every statement of every row."""
+        if self.use_offline:
+            return await self.offline.statement_verdicts(
+                [p.row.question for p in plans], [[s.text for s in spans] for spans in statements]
+            )
         groups: list[list[BaseModel]] = [
             [StatementInput(question=p.row.question, statement=s.text) for s in spans]
             for p, spans in zip(plans, statements, strict=True)

@@ -15,9 +15,11 @@ from ragsense.vera._enhance import AnswerFn
 from ragsense.vera._evaluator import VeraEvaluator
 from ragsense.vera._settings import (
     DEFAULT_ADHERENCE_SIGNAL,
+    DEFAULT_STEP_SIGNAL,
     SCORED_STEPS,
     AdherenceSignal,
     SplitterMode,
+    StepSignal,
     VeraSettings,
 )
 from ragsense.vera.judges import DEFAULT_LABEL_SCORING, JudgeMode, LabelScoring, PromptFormat
@@ -32,7 +34,11 @@ def _name(model: ModelSpec | None) -> str | None:
 
 
 class Vera:
-    """VERA evaluate (Birur et al.): a judge model decides on every context sentence and answer statement.
+    """VERA evaluate (Birur et al.): a decision on every context sentence and answer statement.
+
+    By default steps 1-3 decide by offline signals of the bundled models and step 4 by ConSens per
+    statement (``signals="offline"``, ``adherence_signal="consens"``); ``signals="judge"`` uses the
+    judge's labels, for a capable judge (docs/vera.md, "Offline signals").
 
     ``judge``: the judge model (name or object; default the bundled SmolLM2-135M); ``model`` is what
     ``evaluate(..., model=...)`` gives every metric named, used when ``judge`` is not given.
@@ -64,6 +70,7 @@ class Vera:
         judge_mode: JudgeMode | str = "auto",
         splitter: SplitterMode | str = "auto",
         adherence_signal: AdherenceSignal | str = DEFAULT_ADHERENCE_SIGNAL,
+        signals: StepSignal | str = DEFAULT_STEP_SIGNAL,
         consens_model: ModelSpec | None = None,
         consens_threshold: float = 0.0,
         cache: bool = True,
@@ -83,6 +90,7 @@ class Vera:
             judge_mode=judge_mode,
             splitter=splitter,
             adherence_signal=adherence_signal,
+            signals=signals,
             consens_model=consens_model,
             consens_threshold=consens_threshold,
             cache=cache,
@@ -112,6 +120,7 @@ class Vera:
             "judge_mode": c.judge_mode,
             "splitter": c.splitter,
             "adherence_signal": c.adherence_signal,
+            "signals": c.signals,
             "consens_model": _name(c.consens_model),
             "consens_threshold": c.consens_threshold,
             "cache": c.cache,
@@ -164,6 +173,7 @@ class VeraEnhance(Vera):
         judge_mode: JudgeMode | str = "auto",
         splitter: SplitterMode | str = "auto",
         adherence_signal: AdherenceSignal | str = DEFAULT_ADHERENCE_SIGNAL,
+        signals: StepSignal | str = DEFAULT_STEP_SIGNAL,
         consens_model: ModelSpec | None = None,
         consens_threshold: float = 0.0,
         cache: bool = True,
@@ -182,6 +192,7 @@ class VeraEnhance(Vera):
             judge_mode=judge_mode,
             splitter=splitter,
             adherence_signal=adherence_signal,
+            signals=signals,
             consens_model=consens_model,
             consens_threshold=consens_threshold,
             cache=cache,

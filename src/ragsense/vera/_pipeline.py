@@ -75,7 +75,7 @@ class VeraPipeline:
     ...     lambda qs: [["The Orvel bridge was designed by Mara Quint."] for _ in qs],
     ...     generate, VeraEvaluator("fake", VeraSettings(cache=False, check_retrieval=False)))
     >>> [a] = pipeline.answer_sync(["Who designed the Orvel bridge?"])
-    >>> a.retrieved  # the fake judge finds the sentence irrelevant, so VERA refuses
+    >>> a.retrieved  # the fake model's likelihoods ignore the statement: no lift, so VERA refuses
     ['The Orvel bridge was designed by Mara Quint.']
     >>> a.refused, a.answer == REFUSAL
     (True, True)

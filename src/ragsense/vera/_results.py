@@ -114,6 +114,9 @@ class VeraEnhancement:
     empty (``refusal`` then holds the message for the user) or when no statement of the answer survived.
     ``original_answer`` is the answer the edits started from (regenerated from C' when a generator was
     given). ``relevance`` and ``adherence`` are None when the chain stopped before them.
+    ``refusal_reason`` is the evidence for a refusal: C' empty, the answer's own wording declining
+    (:func:`ragsense.text.is_refusal`, the grounding score's ``refusal`` verdict), or no statement left
+    after steps 3-4 (with the counts).
     """
 
     retrieval: RetrievalCheck | None
@@ -128,6 +131,7 @@ class VeraEnhancement:
     splitter: str
     judge: str
     regenerated: bool = False
+    refusal_reason: str | None = None
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -143,6 +147,7 @@ class VeraEnhancement:
                 "judge": self.judge,
                 "splitter": self.splitter,
                 "regenerated": self.regenerated,
+                "refusal_reason": self.refusal_reason,
                 "original_answer": self.original_answer,
                 "retrieval": None if self.retrieval is None else asdict(self.retrieval),
                 "context": asdict(self.context),

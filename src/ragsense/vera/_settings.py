@@ -22,6 +22,12 @@ from ragsense.vera.judges import (
 
 SplitterMode = Literal["auto", "rules", "judge"]
 AdherenceSignal = Literal["judge", "consens", "combined"]
+StepSignal = Literal["offline", "judge"]
+STEP_SIGNALS = ("offline", "judge")
+DEFAULT_STEP_SIGNAL: StepSignal = "offline"
+"""How steps 1-3 decide by default: the offline signals (docs/vera.md, "Offline signals"). With the
+bundled 135M judge the judge's step 1-3 labels are near chance (docs/results.md, "VERA"); a capable
+judge behind a server: ``judge``."""
 SPLITTERS = ("auto", "rules", "judge")
 SCORED_STEPS = ("context", "relevance", "adherence")
 """The steps :meth:`VeraEvaluator.evaluate` can score (step 1, the retrieval check, is
@@ -56,7 +62,10 @@ class VeraSettings:
     else rules). ``adherence_signal``: ``consens`` (the default: a statement is grounded when its
     ConSens score with ``consens_model`` exceeds ``consens_threshold``), ``judge`` (grounded when the
     judge's P(stated) + P(inferable) is at least 0.5) or ``combined`` (grounded when the mean of the
-    judge's grounded probability and (1 + ConSens) / 2 is at least 0.5). ``calibrate``,
+    judge's grounded probability and (1 + ConSens) / 2 is at least 0.5). ``signals``: how steps 1-3
+    decide, ``offline`` (the default: the retrieval-need regression, BM25 and MiniLM sentence ranking,
+    the question's likelihood lift per statement; no judging ability needed) or ``judge`` (the judge's
+    labels, for a capable judge). ``calibrate``,
     ``reasons``, ``label_scoring`` and ``prompt_format`` go to the label-scoring judge
     (:class:`~ragsense.vera.LabelJudge`); ``cache`` and ``cache_dir`` say where verdicts are kept.
 
@@ -75,6 +84,7 @@ class VeraSettings:
     judge_mode: JudgeMode | str = "auto"
     splitter: SplitterMode | str = "auto"
     adherence_signal: AdherenceSignal | str = DEFAULT_ADHERENCE_SIGNAL
+    signals: StepSignal | str = DEFAULT_STEP_SIGNAL
     consens_model: str | LanguageModel | None = None
     consens_threshold: float = 0.0
     cache: bool = True
@@ -95,6 +105,7 @@ class VeraSettings:
             )
         _one_of(self.splitter, SPLITTERS, "splitter")
         _one_of(self.adherence_signal, ADHERENCE_SIGNALS, "adherence_signal")
+        _one_of(self.signals, STEP_SIGNALS, "signals")
         if not -1.0 < self.consens_threshold < 1.0:
             raise ParameterError("must be between -1 and 1 (ConSens range)", parameter="consens_threshold")
         _one_of(self.judge_mode, JUDGE_MODES, "judge_mode")

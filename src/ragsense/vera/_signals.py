@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ragsense.errors import ModelCallError
-from ragsense.models import DEFAULT_MODEL, LanguageModel, ModelPool, SupportsLogprobs
+from ragsense.models import DEFAULT_MODEL, LanguageModel, ModelPool, ModelSpec, SupportsLogprobs
 from ragsense.text import Span, split_sentences
 from ragsense.vera._prompts import RESPONSE_ADHERENCE, AdherenceInput
 from ragsense.vera._results import Decision, StepResult
@@ -117,14 +117,20 @@ class AdherenceSignals:
         results = iter(await scorer.score(requests) if requests else [])
         return [[next(results) for _ in spans] for spans in statements]
 
+    @property
+    def consens_spec(self) -> ModelSpec:
+        """The ConSens model: ``consens_model``, else the judge's when it gives log-probabilities, else
+        the bundled default (also the model of the offline likelihood signals)."""
+        spec = self.settings.consens_model
+        if spec is None:
+            spec = self.judge_model if isinstance(self.judge_model, SupportsLogprobs) else DEFAULT_MODEL
+        return spec
+
     def _scorer(self) -> Any:
         if self._consens_scorer is None:
             from ragsense.consens import NO_CONTEXT_CACHE, GroundingScorer, NoContextCache
 
-            spec = self.settings.consens_model
-            if spec is None:
-                spec = self.judge_model if isinstance(self.judge_model, SupportsLogprobs) else DEFAULT_MODEL
-            model = self.pool.get(spec)
+            model = self.pool.get(self.consens_spec)
             cache = self.pool.shared(model, NO_CONTEXT_CACHE, NoContextCache)
             self._consens_scorer = GroundingScorer(
                 model, aggregation=ADHERENCE_AGGREGATION, no_context_cache=cache
