@@ -95,7 +95,10 @@ class Selection:
     def note(self) -> str:
         """The row's note on what was dropped."""
         if self.unit == "tail":
-            return f"context truncated: {self.dropped_tokens} tokens dropped from its end to fit the window or budget"
+            return (
+                f"context truncated: {self.dropped_tokens} tokens dropped from its end "
+                "to fit the window or budget"
+            )
         left_out = f"; documents not scored: {self.dropped_documents}" if self.dropped_documents else ""
         return (
             f"context truncated to the budget: kept the {self.unit} most relevant to the answer, "
