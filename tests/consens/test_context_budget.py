@@ -90,3 +90,24 @@ def test_metric_options_reach_the_rows_and_the_settings() -> None:
         ConSens(model="fake", context_budget=0)
     with pytest.raises(ParameterError, match="context_policy"):
         ConSens(model="fake", context_policy="head")
+
+
+@pytest.mark.model
+def test_bundled_model_reads_the_supporting_document_among_distractors(smollm2) -> None:  # type: ignore[no-untyped-def]
+    """SmolLM2 with a 96-token budget: the supporting document, placed last among ten others, is the
+    one read, and the score is the clean context's; the tail cut of the same budget reads fillers."""
+    support = "David Baker is an American biochemist who designs proteins."
+    fillers = [f"{f.strip()} Item {i}." for i, f in enumerate(FILLER * 3)][:10]
+    answer = "David Baker is a biochemist."
+    question = "What is David Baker known for?"
+    rows = [
+        {"id": "clean", "question": question, "contexts": [support], "answer": answer},
+        {"id": "many", "question": question, "contexts": [*fillers, support], "answer": answer},
+    ]
+    budget = evaluate(rows, [ConSens(smollm2, context_budget=96)], progress=False).rows
+    tail = evaluate(
+        rows[1:], [ConSens(smollm2, context_budget=96, context_policy="tail")], progress=False
+    ).rows
+    assert budget[1]["kept_documents"][-1] == 10 and budget[1]["truncated"]
+    assert budget[1]["consens"] == pytest.approx(budget[0]["consens"], abs=0.05)
+    assert 10 not in tail[0]["kept_documents"] and tail[0]["consens"] < budget[1]["consens"]
