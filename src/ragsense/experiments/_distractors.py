@@ -37,7 +37,7 @@ from ragsense.stats import roc_auc
 from ragsense.text import unsupported_share
 
 KS = (0, 5, 10, 20, 40)
-BUDGETS = (256, 512, 1024)
+BUDGETS = (128, 256)
 CONDITIONS = ("budget", "tail", "full")
 
 
