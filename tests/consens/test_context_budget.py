@@ -78,6 +78,9 @@ def test_select_context_units() -> None:
     assert s.kept_documents == [0, 2] and s.dropped_documents == [1]
     assert split_sentences("One. Two?\nThree") == ["One.", "Two?", "Three"]
     assert tail_fit(count, "one two three", 5) == ("one two three", 0)
+    # Not one sentence fits: the start of the context is read, as the tail policy would.
+    s = select_context(["one two three four five six"], "six", 3, count)
+    assert s.unit == "tail" and s.context == "one two three"
 
 
 def test_metric_options_reach_the_rows_and_the_settings() -> None:

@@ -133,7 +133,7 @@ def tail_fit(count_tokens: Callable[[str], int], context: str, budget: int) -> t
 def tail_selection(documents: Sequence[str], kept: str, dropped_tokens: int, separator: str) -> Selection:
     """The selection of a tail cut that kept the text ``kept``, a prefix of the joined documents.
 
-    >>> s = tail_selection(["a b", "c d", "e"], "a b\n\nc", 2, "\n\n")
+    >>> s = tail_selection(["a b", "c d", "e"], "a b\\n\\nc", 2, "\\n\\n")
     >>> s.parts, s.dropped_documents, s.unit
     ([(0, 'a b'), (1, 'c')], [2], 'tail')
     """
@@ -192,7 +192,7 @@ def select_context(
 
     >>> count = lambda s: len(s.split())
     >>> docs = ["Paris is in France.", "Bananas are yellow fruit.", "Berlin is the capital of Germany."]
-    >>> s = select_context(docs, "What is the capital of Germany? Berlin.", 9, count)
+    >>> s = select_context(docs, "What is the capital of Germany? Berlin.", 10, count)
     >>> s.kept_documents, s.dropped_documents, s.unit
     ([0, 2], [1], 'documents')
     >>> s.context
@@ -221,6 +221,8 @@ def select_context(
             else:
                 parts.append((doc, text))
         unit = "sentences"
+    if not parts:  # not one sentence fits: read the start of the context rather than nothing
+        return tail_selection(documents, *tail_fit(count_tokens, joined, budget), separator)
     kept = {d for d, _ in parts}
     dropped = [i for i in range(len(documents)) if i not in kept]
     context = separator.join(t for _, t in parts)
