@@ -1,11 +1,12 @@
 """Relevance windows (issue 27): a context over the budget keeps its most relevant documents, in order."""
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from ragsense import evaluate
-from ragsense.consens import ConSens, GroundingScorer, attribution_metric
+from ragsense.consens import ConSens, GroundingResult, GroundingScorer, attribution_metric
 from ragsense.consens._select import select_context, split_sentences, tail_fit
 from ragsense.errors import ParameterError
 from ragsense.models import load_model
@@ -23,53 +24,54 @@ FILLER = [
 DOCS = [*FILLER, SUPPORT]
 
 
-def _score(docs: list[str], answer: str = ANSWER, **options: object) -> object:
-    scorer = GroundingScorer(load_model("fake"), **options)  # type: ignore[arg-type]
+def _score(docs: list[str], answer: str = ANSWER, **options: Any) -> GroundingResult:
+    scorer = GroundingScorer(load_model("fake"), **options)
     [res] = asyncio.run(scorer.score([(Q, docs, answer)], attribution=True))
+    assert isinstance(res, GroundingResult)
     return res
 
 
 def test_budget_keeps_the_relevant_documents_in_order_and_flags_the_row() -> None:
     res = _score(DOCS, context_budget=60)
-    assert res.truncated and res.context_selection == "documents"  # type: ignore[attr-defined]
-    kept = res.kept_documents  # type: ignore[attr-defined]
+    assert res.truncated and res.context_selection == "documents"
+    kept = res.kept_documents
     assert 4 in kept and kept == sorted(kept) and len(kept) < len(DOCS)
-    assert res.context_tokens_dropped > 0  # type: ignore[attr-defined]
-    assert any("not scored" in n for n in res.notes)  # type: ignore[attr-defined]
+    assert res.context_tokens_dropped > 0
+    assert any("not scored" in n for n in res.notes)
     tail = _score(DOCS, context_budget=60, context_policy="tail")
-    assert tail.context_selection == "tail" and 4 not in tail.kept_documents  # type: ignore[attr-defined]
-    assert res.consens > tail.consens  # type: ignore[attr-defined]
+    assert tail.context_selection == "tail" and 4 not in tail.kept_documents
+    assert res.consens > tail.consens
 
 
 def test_context_within_the_budget_is_scored_whole_and_unchanged() -> None:
     whole = _score(DOCS)
-    assert not whole.truncated and whole.context_selection == "all"  # type: ignore[attr-defined]
-    assert whole.kept_documents == [0, 1, 2, 3, 4]  # type: ignore[attr-defined]
+    assert not whole.truncated and whole.context_selection == "all"
+    assert whole.kept_documents == [0, 1, 2, 3, 4]
     big = _score(DOCS, context_budget=4000)
-    assert big.to_dict() == whole.to_dict()  # type: ignore[attr-defined]
+    assert big.to_dict() == whole.to_dict()
 
 
 def test_selection_is_deterministic_and_indices_name_the_rows_contexts() -> None:
     docs = ["", *DOCS]  # an empty context keeps its place in the numbering
     a, b = _score(docs, context_budget=60), _score(docs, context_budget=60)
-    assert a.to_dict() == b.to_dict()  # type: ignore[attr-defined]
-    assert 5 in a.kept_documents and 0 not in a.kept_documents  # type: ignore[attr-defined]
+    assert a.to_dict() == b.to_dict()
+    assert 5 in a.kept_documents and 0 not in a.kept_documents
 
 
 def test_attribution_scores_only_the_kept_documents() -> None:
     docs = [FILLER[0], SUPPORT, FILLER[1], "Keller studied in 1931 at Zurich.", FILLER[2]]
     res = _score(docs, context_budget=50)
-    kept = res.kept_documents  # type: ignore[attr-defined]
+    kept = res.kept_documents
     assert len(kept) >= 2 and len(kept) < len(docs)
-    assert [a.index for a in res.attribution] == kept  # type: ignore[attr-defined]
-    assert res.top_document in kept  # type: ignore[attr-defined]
+    assert [a.index for a in res.attribution] == kept
+    assert res.top_document in kept
 
 
 def test_one_long_document_keeps_its_relevant_sentences() -> None:
     long_doc = " ".join(FILLER[:3]) + " " + SUPPORT + " " + FILLER[3]
     res = _score([long_doc], context_budget=30)
-    assert res.context_selection == "sentences" and res.kept_documents == [0]  # type: ignore[attr-defined]
-    assert res.consens > 0.5  # type: ignore[attr-defined]
+    assert res.context_selection == "sentences" and res.kept_documents == [0]
+    assert res.consens > 0.5
 
 
 def test_select_context_units() -> None:
