@@ -63,7 +63,7 @@ def test_attribution_scores_only_the_kept_documents() -> None:
     res = _score(docs, context_budget=50)
     kept = res.kept_documents
     assert len(kept) >= 2 and len(kept) < len(docs)
-    assert [a.index for a in res.attribution] == kept
+    assert res.attribution is not None and [a.index for a in res.attribution] == kept
     assert res.top_document in kept
 
 
