@@ -16,6 +16,8 @@ import pytest
         "ragsense._grounding",
         "ragsense.consens",
         "ragsense.consens._metric",
+        "ragsense.consens._select",
+        "ragsense.experiments._distractors",
         "ragsense.correctness",
         "ragsense.similarity",
         "ragsense.similarity._metric",

@@ -75,6 +75,15 @@ def add_consens_options(parser: Parser, what: str) -> None:
             "refused when fitted on another --aggregation"
         ),
     )
+    parser.add_argument(
+        "--context-budget",
+        type=positive_int,
+        metavar="TOKENS",
+        help=(
+            "ConSens reads at most TOKENS context tokens: a longer context keeps the documents (or "
+            "sentences) most relevant to the answer, in order (default: the model window)"
+        ),
+    )
 
 
 def model_name_from_args(args: argparse.Namespace) -> str:

@@ -131,6 +131,7 @@ def metrics_from_args(args: argparse.Namespace) -> list[Metric]:
         "model_options": options,
         "aggregation": args.aggregation,
         "bands": args.bands,  # a path: ConSens reads it and refuses bands fitted on another aggregation
+        "context_budget": args.context_budget,
     }
     per_metric: dict[str, dict[str, Any]] = {
         "consens": consens,

@@ -70,6 +70,16 @@ def add_parser(sub: Any) -> None:
         help="vera-wikieval: only the adherence step, grounded vs ungrounded answer, per-statement details",
     )
     vera.add_argument("--no-judge-cache", action="store_true", help="do not read or write the judge cache")
+    distractors = parser.add_argument_group("consens-distractors")
+    distractors.add_argument("--ks", default="0,5,10,20,40", help="distractor counts (default 0,5,10,20,40)")
+    distractors.add_argument(
+        "--context-budget",
+        type=positive_int,
+        help="use this budget (default: choose it on the development half)",
+    )
+    distractors.add_argument(
+        "--full-ks", help="the k at which the slow full-context pass runs (default: every k)"
+    )
     parser.set_defaults(run=run)
 
 
@@ -115,6 +125,10 @@ def run(args: argparse.Namespace) -> int:
                 "cache_dir": args.cache_dir,
             },
         }
+    if args.name == "consens-distractors":
+        options = {"ks": _ints(args.ks, "--ks"), "budget": args.context_budget}
+        if args.full_ks is not None:
+            options["full_ks"] = _ints(args.full_ks, "--full-ks")
     if args.adherence_only:
         if args.name != "vera-wikieval":
             raise ParameterError("only vera-wikieval has an adherence-only run", parameter="--adherence-only")
@@ -131,3 +145,11 @@ def run(args: argparse.Namespace) -> int:
     )
     print(json.dumps(figures, sort_keys=True, allow_nan=False))
     return 0
+
+
+def _ints(text: str, flag: str) -> tuple[int, ...]:
+    """Comma-separated whole numbers (``--ks 0,5,20``)."""
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ParameterError(f"comma-separated whole numbers, got {text!r}", parameter=flag) from None

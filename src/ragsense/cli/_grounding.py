@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
         aggregation=args.aggregation,
         model_options=options,
         bands=args.bands,
+        context_budget=args.context_budget,
     )
     columns: list[tuple[str, int, Any]] = [
         ("id", 14, row_id),

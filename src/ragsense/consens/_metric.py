@@ -17,6 +17,7 @@ from ragsense.consens._scorer import (
     NoContextCache,
     check_bands,
 )
+from ragsense.consens._select import DEFAULT_CONTEXT_BUDGET, check_context_budget, check_context_policy
 from ragsense.consens._verdicts import VERDICTS, Bands, resolve_bands
 from ragsense.contract import Needs
 from ragsense.data import RagRow
@@ -34,6 +35,8 @@ CONSENS_FIELDS = (
     "fallback",
     "truncated",
     "context_tokens_dropped",
+    "kept_documents",
+    "context_selection",
     "notes",
     "refusal",
     "verdict",
@@ -50,6 +53,10 @@ class ConSens:
     score the context with each document left out (``attribution``, ``top_document``). ``bands``: the
     verdict bands (a :class:`~ragsense.consens.Bands` or the path of a file ``ragsense calibrate``
     wrote; default: the aggregation's default bands); they must have been fitted on ``aggregation``.
+    ``context_budget``: the most context tokens to read (default: the model window); a context over
+    it keeps the documents, or sentences, most relevant to the answer (BM25), in order
+    (``context_policy="relevance"``), or its start (``"tail"``); the row lists ``kept_documents``,
+    ``context_tokens_dropped``, ``context_selection`` and sets ``truncated`` (docs/metrics.md).
 
     >>> from ragsense import evaluate
     >>> run = evaluate([{"question": "Who designs proteins?",
@@ -75,6 +82,8 @@ class ConSens:
         template: PromptTemplate | None = None,
         model_options: Mapping[str, Any] | None = None,
         bands: Bands | str | None = None,
+        context_budget: int | None = DEFAULT_CONTEXT_BUDGET,
+        context_policy: str = "relevance",
     ) -> None:
         try:
             self.aggregation = Aggregation(aggregation)
@@ -87,6 +96,8 @@ class ConSens:
         self.model_spec = model
         self.model_options = dict(model_options or {})
         self.attribution = attribution
+        self.context_budget = check_context_budget(context_budget)
+        self.context_policy = check_context_policy(context_policy)
         self.template = template or PromptTemplate()
         self.fields = CONSENS_FIELDS + (ATTRIBUTION_FIELDS if attribution else ())
         self._scorer: GroundingScorer | None = None
@@ -100,6 +111,8 @@ class ConSens:
             "aggregation": self.aggregation.value,
             "template": self.template.template,
             "bands": self.bands.to_dict(),
+            "context_budget": self.context_budget,
+            "context_policy": self.context_policy,
         }
 
     def model_fingerprints(self) -> dict[str, str]:
@@ -115,6 +128,8 @@ class ConSens:
             aggregation=self.aggregation,
             no_context_cache=cache,
             bands=self.bands,
+            context_budget=self.context_budget,
+            context_policy=self.context_policy,
         )
 
     async def results(self, rows: Sequence[RagRow]) -> list[GroundingResult | InputError]:
@@ -148,6 +163,8 @@ def attribution_metric(
     template: PromptTemplate | None = None,
     model_options: Mapping[str, Any] | None = None,
     bands: Bands | str | None = None,
+    context_budget: int | None = DEFAULT_CONTEXT_BUDGET,
+    context_policy: str = "relevance",
 ) -> ConSens:
     """``--metrics attribution``: ConSens with leave-one-document-out attribution.
 
@@ -166,4 +183,6 @@ def attribution_metric(
         template=template,
         model_options=model_options,
         bands=bands,
+        context_budget=context_budget,
+        context_policy=context_policy,
     )

@@ -27,6 +27,15 @@ from ragsense.consens._math import (
     safe_exp,
 )
 from ragsense.consens._prompt import PromptTemplate
+from ragsense.consens._select import (
+    DEFAULT_CONTEXT_BUDGET,
+    Selection,
+    check_context_budget,
+    check_context_policy,
+    select_context,
+    tail_fit,
+    tail_selection,
+)
 from ragsense.consens._verdicts import Bands
 from ragsense.errors import InputError, ParameterError
 from ragsense.models import ContinuationScore, LanguageModel, ScoreRequest, SupportsLogprobs, require
@@ -175,6 +184,11 @@ class GroundingResult:
     fallback: str | None = None
     truncated: bool = False
     context_tokens_dropped: int = 0
+    kept_documents: list[int] = field(default_factory=list)
+    context_selection: str = "all"
+    """How the context was fitted: ``all`` (nothing dropped), ``documents`` or ``sentences`` (the most
+    relevant ones kept within the budget), ``tail`` (its end cut). ``kept_documents`` are indices
+    into the row's contexts; ``truncated`` is set whenever something was dropped."""
     attribution: list[DocumentAttribution] | None = None
     top_document: int | None = None
     notes: list[str] = field(default_factory=list)
@@ -212,6 +226,8 @@ class GroundingResult:
             fallback=fields.get("fallback"),
             truncated=bool(fields.get("truncated", False)),
             context_tokens_dropped=int(fields.get("context_tokens_dropped", 0)),
+            kept_documents=list(fields.get("kept_documents", [])),
+            context_selection=str(fields.get("context_selection", "all")),
             attribution=None if attribution is None else [DocumentAttribution(**a) for a in attribution],
             top_document=fields.get("top_document"),
             notes=list(fields.get("notes", [])),
@@ -227,8 +243,7 @@ class _Plan:
     selection: ContentSelection
     empty: ScoreRequest
     full: ScoreRequest
-    truncated: bool
-    dropped_tokens: int
+    context: Selection
     vocabulary: ContextVocabulary  # of the context as scored (after truncation)
     refusal: bool
     # Per left-out document: the request, whether it was truncated, and the words of what is left.
@@ -257,6 +272,8 @@ class GroundingScorer:
         cache_size: int = 4096,
         no_context_cache: NoContextCache | None = None,
         bands: Bands | None = None,
+        context_budget: int | None = DEFAULT_CONTEXT_BUDGET,
+        context_policy: str = "relevance",
     ) -> None:
         # mypy rejects a Protocol where type[T] is expected (python/mypy#4717); require() only
         # uses it with isinstance, which a runtime_checkable Protocol supports.
@@ -268,6 +285,8 @@ class GroundingScorer:
         # ConSens signal ask for the same no-context passes once).
         self._empty_cache: NoContextCache = OrderedDict() if no_context_cache is None else no_context_cache
         self._cache_size = cache_size
+        self.context_budget = check_context_budget(context_budget)
+        self.context_policy = check_context_policy(context_policy)
 
     async def score(
         self,
@@ -314,21 +333,34 @@ class GroundingScorer:
             raise InputError("the answer is empty", field="answer")
         if not question.strip():
             raise InputError("the question is empty", field="question")
-        documents = [c for c in contexts if c.strip()]
-        if not documents:
+        positions = [i for i, c in enumerate(contexts) if c.strip()]
+        if not positions:
             raise InputError("no non-empty context document", field="contexts")
+        documents = [contexts[i] for i in positions]
         continuation = self.template.continuation(answer)
         selection = content_words(continuation, question)
         empty = ScoreRequest(self.template.render_context(question, ""), continuation)
-        budget = self._context_budget(question, continuation)
-        context, dropped = self._fit(self.template.join(documents), budget)
-        full = ScoreRequest(self.template.render_context(question, context), continuation)
-        vocabulary = ContextVocabulary([context])
-        plan = _Plan(selection, empty, full, dropped > 0, dropped, vocabulary, is_refusal(answer))
-        if attribution and len(documents) > 1:
-            for k in range(len(documents)):
-                rest = self.template.join(documents[:k] + documents[k + 1 :])
-                rest_fit, rest_dropped = self._fit(rest, budget)
+        window = self._context_budget(question, continuation)
+        budget = window if self.context_budget is None else min(window, self.context_budget)
+        sep = self.template.document_separator
+        count = self.model.count_tokens
+        chosen = None
+        if self.context_policy == "relevance":
+            chosen = select_context(documents, f"{question}\n{answer}", budget, count, separator=sep)
+            if chosen.unit != "all" and count(chosen.context) > window:
+                chosen = None  # the parts' token counts need not add up to their join's: cut the tail
+        if chosen is None:
+            limit = budget if self.context_policy == "tail" else window
+            chosen = tail_selection(documents, *tail_fit(count, self.template.join(documents), limit), sep)
+        chosen = chosen.renumbered(positions)
+        full = ScoreRequest(self.template.render_context(question, chosen.context), continuation)
+        vocabulary = ContextVocabulary([chosen.context])
+        plan = _Plan(selection, empty, full, chosen, vocabulary, is_refusal(answer))
+        if attribution and len(chosen.parts) > 1:
+            # Leave-one-out over the kept documents only: the others were not read (the row lists them).
+            for k in range(len(chosen.parts)):
+                rest = self.template.join([text for j, (_, text) in enumerate(chosen.parts) if j != k])
+                rest_fit, rest_dropped = tail_fit(self.model.count_tokens, rest, window)
                 plan.leave_one_out.append(
                     (
                         ScoreRequest(self.template.render_context(question, rest_fit), continuation),
@@ -348,26 +380,6 @@ class GroundingScorer:
                 field="answer",
             )
         return budget
-
-    def _fit(self, context: str, budget: int) -> tuple[str, int]:
-        """Truncation policy: keep the start of the context, cut its end to fit the window.
-
-        Documents keep their order, so the last documents lose their tails first. Returns the fitted
-        context and how many tokens were dropped (0 when it already fits).
-        """
-        total = self.model.count_tokens(context)
-        if total <= budget:
-            return context, 0
-        words = context.split(" ")
-        lo, hi = 0, len(words)
-        while lo < hi:  # the longest word prefix that fits
-            mid = (lo + hi + 1) // 2
-            if self.model.count_tokens(" ".join(words[:mid])) <= budget:
-                lo = mid
-            else:
-                hi = mid - 1
-        kept = " ".join(words[:lo])
-        return kept, total - self.model.count_tokens(kept)
 
     def _remember(self, req: ScoreRequest, res: ContinuationScore) -> None:
         self._empty_cache[req] = res
@@ -438,13 +450,12 @@ class GroundingScorer:
                 }
                 own = without[ATTRIBUTION_AGGREGATION.value]
                 full = by_agg[ATTRIBUTION_AGGREGATION.value][0]
-                attribution.append(DocumentAttribution(k, own, full - own, without, truncated))
+                index = plan.context.parts[k][0]
+                attribution.append(DocumentAttribution(index, own, full - own, without, truncated))
             top = min(attribution, key=lambda a: (a.consens_without, a.index)).index
         notes = []
-        if plan.truncated:
-            notes.append(
-                f"context truncated: {plan.dropped_tokens} tokens dropped from its end to fit the window"
-            )
+        if plan.context.dropped_tokens:
+            notes.append(plan.context.note())
         if len(usable) < len(plan.selection.kept):
             notes.append(
                 f"{len(plan.selection.kept) - len(usable)} word(s) share a token with a neighbour"
@@ -461,8 +472,10 @@ class GroundingScorer:
             consens_by_aggregation={k: v[0] for k, v in by_agg.items()},
             words=words,
             fallback=plan.selection.fallback,
-            truncated=plan.truncated,
-            context_tokens_dropped=plan.dropped_tokens,
+            truncated=plan.context.dropped_tokens > 0,
+            context_tokens_dropped=plan.context.dropped_tokens,
+            kept_documents=plan.context.kept_documents,
+            context_selection=plan.context.unit,
             attribution=attribution,
             top_document=top,
             notes=notes,

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     )
     from ragsense.experiments._correctness import paragraph_of, squad_split
     from ragsense.experiments._correctness_report import FOLDS, forest_fit_predict, grouped_folds, out_of_fold
+    from ragsense.experiments._distractors import load_pairs, score_cell, split_parts, with_distractors
     from ragsense.experiments._figures import contrast, delong_against, verdict_figures
     from ragsense.experiments._vera import squad_items
 
@@ -79,6 +80,10 @@ _HELPERS: dict[str, str] = {
     "forest_fit_predict": "_correctness_report",
     "grouped_folds": "_correctness_report",
     "out_of_fold": "_correctness_report",
+    "load_pairs": "_distractors",
+    "score_cell": "_distractors",
+    "split_parts": "_distractors",
+    "with_distractors": "_distractors",
     "contrast": "_figures",
     "delong_against": "_figures",
     "verdict_figures": "_figures",
@@ -110,12 +115,16 @@ __all__ = [
     "delong_against",
     "forest_fit_predict",
     "grouped_folds",
+    "load_pairs",
     "out_of_fold",
     "paragraph_of",
     "partial_context",
     "partial_context_sentences",
     "right_vs_rest",
+    "score_cell",
+    "split_parts",
     "squad_items",
     "squad_split",
     "verdict_figures",
+    "with_distractors",
 ]

@@ -1,0 +1,229 @@
+"""Relevance windows: which part of a long context ConSens reads.
+
+When a row's context exceeds the model window, or the context budget the user sets
+(``context_budget=`` / ``--context-budget TOKENS``), the scorer keeps the documents most relevant to
+the answer, ranked by BM25 (:class:`ragsense.rag.BM25`, the project's keyword retrieval) with the
+question and the answer as the query, and joins them in their original order until the budget is
+full. A document too long to fit is skipped for the next one; when even the best-ranked document does
+not fit (one long document), the same is done with sentences of all documents. Cutting the tail
+instead drops whatever comes last, which in a retrieved list is often the supporting document
+(docs/results.md, "Distractor documents").
+
+BM25 rather than MiniLM: it costs no model pass, reads every word of a long document (MiniLM reads
+256 tokens), and ties the choice to the answer's exact words, which is what the score then reads.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from ragsense.errors import ParameterError
+from ragsense.rag import BM25
+
+# A sentence ends at ., ! or ? followed by space, or at a line break (headings, list items).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+CONTEXT_POLICIES = ("relevance", "tail")
+"""How a context over the budget is fitted: keep the most relevant documents or sentences
+(``relevance``, the default), or keep its start and cut its end (``tail``, the policy before 0.x)."""
+DEFAULT_CONTEXT_BUDGET: int | None = None
+"""The default context budget in model tokens (``None``: the model window only)."""
+
+
+def check_context_budget(budget: int | None) -> int | None:
+    """``budget`` when it is a positive number of tokens (or ``None``: the model window).
+
+    >>> check_context_budget(0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ragsense.errors.ParameterError: context_budget: must be a positive number of tokens, got 0
+    """
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0):
+        raise ParameterError(
+            f"must be a positive number of tokens, got {budget!r}", parameter="context_budget"
+        )
+    return budget
+
+
+def check_context_policy(policy: str) -> str:
+    """``policy`` when it is one of :data:`CONTEXT_POLICIES`.
+
+    >>> check_context_policy("head")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ragsense.errors.ParameterError: context_policy: must be one of relevance, tail, got 'head'
+    """
+    if policy not in CONTEXT_POLICIES:
+        raise ParameterError(
+            f"must be one of {', '.join(CONTEXT_POLICIES)}, got {policy!r}", parameter="context_policy"
+        )
+    return policy
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The context as scored: its parts (``(document index, text kept of it)`` in original order),
+    the documents left out, how many tokens were dropped and how (``unit``: ``all`` when nothing was,
+    ``documents``, ``sentences`` or ``tail``)."""
+
+    parts: list[tuple[int, str]]
+    separator: str
+    dropped_documents: list[int]
+    dropped_tokens: int
+    unit: str
+
+    @property
+    def context(self) -> str:
+        return self.separator.join(text for _, text in self.parts)
+
+    @property
+    def kept_documents(self) -> list[int]:
+        return [d for d, _ in self.parts]
+
+    def renumbered(self, positions: Sequence[int]) -> Selection:
+        """The same selection with document ``i`` renamed ``positions[i]`` (indices into the row's
+        contexts, empty ones included)."""
+        return replace(
+            self,
+            parts=[(positions[d], t) for d, t in self.parts],
+            dropped_documents=[positions[d] for d in self.dropped_documents],
+        )
+
+    def note(self) -> str:
+        """The row's note on what was dropped."""
+        if self.unit == "tail":
+            return (
+                f"context truncated: {self.dropped_tokens} tokens dropped from its end "
+                "to fit the window or budget"
+            )
+        left_out = f"; documents not scored: {self.dropped_documents}" if self.dropped_documents else ""
+        return (
+            f"context truncated to the budget: kept the {self.unit} most relevant to the answer, "
+            f"{self.dropped_tokens} tokens dropped{left_out}"
+        )
+
+
+def tail_fit(count_tokens: Callable[[str], int], context: str, budget: int) -> tuple[str, int]:
+    """The ``tail`` policy: keep the start of the context, cut its end to fit ``budget``.
+
+    Documents keep their order, so the last documents lose their tails first. Returns the fitted
+    context and how many tokens were dropped (0 when it already fits).
+
+    >>> tail_fit(lambda s: len(s.split()), "one two three four", 2)
+    ('one two', 2)
+    """
+    total = count_tokens(context)
+    if total <= budget:
+        return context, 0
+    words = context.split(" ")
+    lo, hi = 0, len(words)
+    while lo < hi:  # the longest word prefix that fits
+        mid = (lo + hi + 1) // 2
+        if count_tokens(" ".join(words[:mid])) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    kept = " ".join(words[:lo])
+    return kept, total - count_tokens(kept)
+
+
+def tail_selection(documents: Sequence[str], kept: str, dropped_tokens: int, separator: str) -> Selection:
+    """The selection of a tail cut that kept the text ``kept``, a prefix of the joined documents.
+
+    >>> s = tail_selection(["a b", "c d", "e"], "a b\\n\\nc", 2, "\\n\\n")
+    >>> s.parts, s.dropped_documents, s.unit
+    ([(0, 'a b'), (1, 'c')], [2], 'tail')
+    """
+    if not dropped_tokens:
+        return Selection(list(enumerate(documents)), separator, [], 0, "all")
+    parts: list[tuple[int, str]] = []
+    start = 0
+    for d, doc in enumerate(documents):
+        if start >= len(kept):
+            break
+        parts.append((d, kept[start : start + len(doc)]))
+        start += len(doc) + len(separator)
+    parts = [(d, t) for d, t in parts if t.strip()]
+    kept_docs = {d for d, _ in parts}
+    dropped = [d for d in range(len(documents)) if d not in kept_docs]
+    return Selection(parts, separator, dropped, dropped_tokens, "tail")
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` (non-empty, stripped).
+
+    >>> split_sentences("One. Two!\\nThree")
+    ['One.', 'Two!', 'Three']
+    """
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def _greedy(costs: Sequence[int], ranking: Sequence[int], budget: int, separator: int) -> list[int]:
+    """Indices taken in ``ranking`` order while they fit ``budget`` (each after the first also pays
+    ``separator``); returned in original order."""
+    taken: list[int] = []
+    used = 0
+    for i in ranking:
+        cost = costs[i] + (separator if taken else 0)
+        if used + cost <= budget:
+            taken.append(i)
+            used += cost
+    return sorted(taken)
+
+
+def _ranking(scores: Sequence[float]) -> list[int]:
+    # Ties keep the original order (sorted is stable), so the choice is deterministic.
+    return sorted(range(len(scores)), key=lambda i: -scores[i])
+
+
+def select_context(
+    documents: Sequence[str],
+    query: str,
+    budget: int,
+    count_tokens: Callable[[str], int],
+    *,
+    separator: str = "\n\n",
+) -> Selection:
+    """Keep the documents (or sentences) of ``documents`` most relevant to ``query`` within ``budget``
+    tokens, in their original order.
+
+    >>> count = lambda s: len(s.split())
+    >>> docs = ["Paris is in France.", "Bananas are yellow fruit.", "Berlin is the capital of Germany."]
+    >>> s = select_context(docs, "What is the capital of Germany? Berlin.", 10, count)
+    >>> s.kept_documents, s.dropped_documents, s.unit
+    ([0, 2], [1], 'documents')
+    >>> s.context
+    'Paris is in France.\\n\\nBerlin is the capital of Germany.'
+    """
+    joined = separator.join(documents)
+    total = count_tokens(joined)
+    if total <= budget:
+        return Selection(list(enumerate(documents)), separator, [], 0, "all")
+    sep_cost = max(count_tokens(separator), 0)
+    costs = [count_tokens(d) for d in documents]
+    ranking = _ranking(BM25(documents).scores(query))
+    if costs[ranking[0]] <= budget:
+        parts = [(d, documents[d]) for d in _greedy(costs, ranking, budget, sep_cost)]
+        unit = "documents"
+    else:
+        # The best document alone is over the budget: choose sentences instead, across documents.
+        sentences = [(d, s) for d, doc in enumerate(documents) for s in split_sentences(doc)]
+        texts = [s for _, s in sentences]
+        s_costs = [count_tokens(" " + s) for s in texts]
+        parts = []
+        for i in _greedy(s_costs, _ranking(BM25(texts).scores(query)), budget, sep_cost):
+            doc, text = sentences[i]
+            if parts and parts[-1][0] == doc:
+                parts[-1] = (doc, parts[-1][1] + " " + text)  # a document's sentences stay one part
+            else:
+                parts.append((doc, text))
+        unit = "sentences"
+    if not parts:  # not one sentence fits: read the start of the context rather than nothing
+        return tail_selection(documents, *tail_fit(count_tokens, joined, budget), separator)
+    kept = {d for d, _ in parts}
+    dropped = [i for i in range(len(documents)) if i not in kept]
+    context = separator.join(t for _, t in parts)
+    return Selection(parts, separator, dropped, max(total - count_tokens(context), 0), unit)
