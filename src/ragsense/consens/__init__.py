@@ -29,6 +29,7 @@ from ragsense.consens._math import (
     consens_from_word_nll,
     log_mean_perplexity,
     support_r,
+    weakest_words,
 )
 from ragsense.consens._metric import ATTRIBUTION_FIELDS, CONSENS_FIELDS, ConSens, attribution_metric
 from ragsense.consens._prompt import PAPER_TEMPLATE, PromptTemplate
@@ -91,4 +92,5 @@ __all__ = [
     "support_r",
     "ungrounded_edge",
     "verdict",
+    "weakest_words",
 ]

@@ -29,8 +29,9 @@ low probability cannot overflow to ``inf`` or produce a NaN.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import Enum
+from typing import Any
 
 
 # Not StrEnum: that would change str(Aggregation.ARITHMETIC) from "Aggregation.ARITHMETIC" to "arithmetic".
@@ -207,3 +208,30 @@ def consens_from_word_nll(
 def safe_exp(x: float) -> float | None:
     """exp(x), or None where it would overflow (JSON has no infinity)."""
     return math.exp(x) if x < 709.0 else None
+
+
+def weakest_words(words: Sequence[Mapping[str, Any]], n: int) -> list[dict[str, Any]]:
+    """The ``n`` least supported words: those the context does not state first, then by how little the
+    context raised their likelihood (``nll_empty - nll_context``, lowest first).
+
+    >>> weakest_words([{"word": "a", "start": 0, "end": 1, "nll_empty": 2.0, "nll_context": 1.0},
+    ...                {"word": "b", "start": 2, "end": 3, "nll_empty": 1.0, "nll_context": 1.5}], 1)
+    [{'word': 'b', 'start': 2, 'end': 3, 'contrast': -0.5, 'stated': False}]
+    >>> [w["word"] for w in weakest_words([
+    ...     {"word": "a", "start": 0, "end": 1, "nll_empty": 1.0, "nll_context": 3.0, "stated": True},
+    ...     {"word": "b", "start": 2, "end": 3, "nll_empty": 1.0, "nll_context": 1.5}], 2)]
+    ['b', 'a']
+    """
+    scored = [
+        {
+            "word": w["word"],
+            "start": w["start"],
+            "end": w["end"],
+            "contrast": w["nll_empty"] - w["nll_context"],
+            "stated": bool(w.get("stated", False)),
+        }
+        for w in words
+    ]
+    # A word the context states is supported whatever its contrast (the default score counts it so), so it
+    # comes after every unstated word. Ties keep answer order (sorted is stable): deterministic.
+    return sorted(scored, key=lambda w: (w["stated"], w["contrast"]))[:n]

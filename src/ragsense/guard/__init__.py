@@ -20,8 +20,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ragsense.consens import weakest_words
 from ragsense.guard._auth import ApiKeys, KeyLimiter
-from ragsense.guard._check import Guard, Policy, check, shape_result, weakest_words
+from ragsense.guard._check import Guard, Policy, check, shape_result
 from ragsense.guard._config import GuardConfig
 from ragsense.guard._limits import GuardRequestError, Limits
 from ragsense.guard._memory import release_free_memory

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragsense._async import run_sync
-from ragsense.consens import GROUNDED_AT, Bands, ConSens
+from ragsense.consens import GROUNDED_AT, Bands, ConSens, weakest_words
 from ragsense.data import RagRow
 from ragsense.errors import ParameterError
 from ragsense.evaluation import Metric, run_rows
@@ -59,33 +59,6 @@ class Policy:
         if not low <= requested <= high:
             raise ParameterError(f"must be within [{low}, {high}], got {requested}", parameter="min_consens")
         return requested
-
-
-def weakest_words(words: Sequence[Mapping[str, Any]], n: int) -> list[dict[str, Any]]:
-    """The ``n`` least supported words: those the context does not state first, then by how little the
-    context raised their likelihood (``nll_empty - nll_context``, lowest first).
-
-    >>> weakest_words([{"word": "a", "start": 0, "end": 1, "nll_empty": 2.0, "nll_context": 1.0},
-    ...                {"word": "b", "start": 2, "end": 3, "nll_empty": 1.0, "nll_context": 1.5}], 1)
-    [{'word': 'b', 'start': 2, 'end': 3, 'contrast': -0.5, 'stated': False}]
-    >>> [w["word"] for w in weakest_words([
-    ...     {"word": "a", "start": 0, "end": 1, "nll_empty": 1.0, "nll_context": 3.0, "stated": True},
-    ...     {"word": "b", "start": 2, "end": 3, "nll_empty": 1.0, "nll_context": 1.5}], 2)]
-    ['b', 'a']
-    """
-    scored = [
-        {
-            "word": w["word"],
-            "start": w["start"],
-            "end": w["end"],
-            "contrast": w["nll_empty"] - w["nll_context"],
-            "stated": bool(w.get("stated", False)),
-        }
-        for w in words
-    ]
-    # A word the context states is supported whatever its contrast (the default score counts it so), so it
-    # comes after every unstated word. Ties keep answer order (sorted is stable): deterministic.
-    return sorted(scored, key=lambda w: (w["stated"], w["contrast"]))[:n]
 
 
 def shape_result(record: Mapping[str, Any], row_id: str, min_consens: float, weakest: int) -> dict[str, Any]:
