@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragsense.integrations._core import Judgement, Scorer, require, row
+from ragsense.consens import DEFAULT_AGGREGATION, Aggregation, Bands
+from ragsense.integrations._core import WEAKEST, Judgement, Scorer, require, row
+from ragsense.models import ModelSpec
 
 _base = require("deepeval.metrics", "deepeval")
 _BaseMetric: Any = _base.BaseMetric
@@ -29,15 +31,27 @@ _BaseMetric: Any = _base.BaseMetric
 class ConSensMetric(_BaseMetric):  # type: ignore[misc]
     """A DeepEval metric whose score is ragsense's ConSens, judge-free (``Scorer``'s arguments).
 
-    ``threshold``: the minimum score to succeed; None (default): succeed when the verdict is
-    ``grounded`` or ``refusal``.
+    ``threshold``: the minimum score to succeed; None (default): the verdict bands' ``grounded`` edge,
+    so a test case succeeds when its verdict is ``grounded`` (or ``refusal``).
     """
 
     _required_params: list[Any] = []  # noqa: RUF012 (DeepEval's own class attribute)
 
-    def __init__(self, model: Any = None, threshold: float | None = None, **options: Any) -> None:
-        self._scorer = Scorer(model, min_consens=threshold, **options)
-        self.threshold = threshold if threshold is not None else 0.0
+    def __init__(
+        self,
+        model: ModelSpec | None = None,
+        threshold: float | None = None,
+        aggregation: Aggregation | str = DEFAULT_AGGREGATION,
+        bands: Bands | str | None = None,
+        weakest: int = WEAKEST,
+    ) -> None:
+        # Kept under the parameters' names: DeepEval copies a metric per test case by calling the class
+        # with the attributes that match its __init__ parameters (deepeval.metrics.utils.copy_metrics).
+        self.model, self.aggregation, self.bands, self.weakest = model, aggregation, bands, weakest
+        scorer = Scorer(model, aggregation=aggregation, bands=bands, min_consens=threshold, weakest=weakest)
+        self._scorer = scorer
+        # DeepEval's evaluate needs a threshold; by default the bands' grounded edge, the verdict's own.
+        self.threshold = threshold if threshold is not None else scorer.metric.bands.grounded_at
         self.include_reason = True
         self.async_mode = True
         self.strict_mode = False
