@@ -67,6 +67,14 @@ def test_llm_run_without_retrieval_is_not_scored() -> None:
     assert handler.results == []
 
 
+def test_model_failure_is_a_result_without_score() -> None:
+    chain, _ = _chain([ANSWER])
+    handler = ConSensCallbackHandler(model="no-such-model")
+    assert chain.invoke(QUESTION, config={"callbacks": [handler]}) == ANSWER  # the chain goes on
+    [result] = handler.results
+    assert result.score is None and "no-such-model" in result.comment
+
+
 def test_run_without_answer_is_reported_not_scored() -> None:
     _, retriever = _chain([ANSWER])
     collector = RunCollectorCallbackHandler()

@@ -4,7 +4,8 @@
 Needs ``pip install 'ragsense[langchain]'`` (langchain-core, which brings langsmith). Both return
 LangSmith's own ``EvaluationResult``: ``key`` ``"consens"``, ``score`` the ``consens`` field
 ``ragsense.evaluate`` writes for the same row, ``value`` the verdict, ``comment`` the verdict, score and
-weakest words, and ``source_run_id`` the LLM run that was scored.
+weakest words, and ``source_run_id`` the LLM run that was scored. A run the model failed to score gets
+a result with no score and the error as its comment (LangChain only logs a handler's exceptions).
 
 The handler pairs an LLM run with the last retriever run under the same root run (a chain that
 retrieves, then prompts the model), reading the question from the retriever's query, the contexts from
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from ragsense.errors import RagsenseError
 from ragsense.integrations._core import Judgement, Scorer, require, row
 
 _callbacks = require("langchain_core.callbacks", "langchain")
@@ -149,7 +151,16 @@ class ConSensCallbackHandler(_BaseCallbackHandler):  # type: ignore[misc]
         if retrieval is None:
             return  # an LLM call with no retrieval before it: nothing to be grounded in
         answer = _generation(response)
-        [judgement] = self._scorer.score([row(retrieval.query, retrieval.contexts, answer)], desc="langchain")
+        try:
+            [judgement] = self._scorer.score(
+                [row(retrieval.query, retrieval.contexts, answer)], desc="langchain"
+            )
+        except RagsenseError as error:
+            # LangChain logs a handler's exception and goes on: keep the failure where results are read.
+            self.results.append(
+                EvaluationResult(key=KEY, comment=f"not scored: {error}", source_run_id=run_id)
+            )
+            return
         self.results.append(to_result(judgement, source_run_id=run_id))
 
 
