@@ -32,7 +32,6 @@ TELEMETRY_OFF: Mapping[str, str] = {
     "HAYSTACK_TELEMETRY_ENABLED": "False",
     "RAGAS_DO_NOT_TRACK": "true",
     "LANGSMITH_TRACING": "false",
-    "ANONYMIZED_TELEMETRY": "False",
 }
 
 
