@@ -197,6 +197,7 @@ def main() -> None:
         "model": args.model,
         "torch_threads": torch.get_num_threads(),
         "evaluate_s": round(base, 4),
+        "evaluate_times_s": [round(t, 4) for t in times["evaluate"]],
         "evaluators": {
             name: {
                 "median_s": round(median[name], 4),
