@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 import re
@@ -49,7 +50,7 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
     ("contract", frozenset({"contract"})),  # the Metric contract: above the models, below the methods
     ("methods", frozenset({"consens", "vera", "correctness", "similarity", "rag"})),
     ("spine", frozenset({"evaluation", "runs", "report", "traces"})),
-    ("applications", frozenset({"serve", "guard", "experiments", "bench", "testing"})),
+    ("applications", frozenset({"serve", "guard", "experiments", "bench", "testing", "integrations"})),
     # "nothing but cli/ imports guard" (nor another application): the command line, ``python -m
     # ragsense`` and the package root's lazy names sit above the other applications.
     # ``ragsense.grounding`` (``_grounding``), the one-row convenience over ``evaluate``, is a root name.
@@ -178,8 +179,21 @@ def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
 
 def importable_modules() -> Iterator[str]:
     for info in pkgutil.walk_packages(ragsense.__path__, "ragsense."):
-        if not info.name.endswith(".__main__"):  # running it is the command line
-            yield info.name
+        if info.name.endswith(".__main__"):  # running it is the command line
+            continue
+        if not framework_installed(info.name):
+            continue  # its import raises BackendUnavailableError naming the extra (tests/integrations)
+        yield info.name
+
+
+def framework_installed(name: str) -> bool:
+    """False for a ``ragsense.integrations.<framework>`` module whose framework is not installed."""
+    from ragsense.integrations import FRAMEWORKS
+
+    if not name.startswith("ragsense.integrations."):
+        return True
+    framework = FRAMEWORKS.get(name.removeprefix("ragsense.integrations."))
+    return framework is None or importlib.util.find_spec(framework.split(".")[0]) is not None
 
 
 def public_modules() -> list[str]:

@@ -9,6 +9,8 @@ lines between are allowed) may hold one marker that tells the harness how to run
     <!-- docs-test: model=fake; exit-ok=4 -->       ... and a command may exit 4 (a failed gate)
     <!-- docs-test: slow (the real model: minutes) -->  runs only with ``-m slow``; the reason is required
     <!-- docs-test: server -->                      the first command is a server: run in the background
+    <!-- docs-test: needs=haystack -->              runs only where these modules are installed (an
+                                                    optional framework; its tests skip the same way)
 
 Directives are separated by ``;``. An unknown directive, a skip without a reason, or a marker with no
 runnable block under it is a :class:`MarkerError`, so a typo cannot silently turn a test off.
@@ -26,6 +28,7 @@ X.md:1: unknown docs-test directive 'fast' (known: skip (REASON), slow (REASON),
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +43,8 @@ _MARKER = re.compile(r"^\s*<!--\s*docs-test:(?P<body>.*?)-->\s*$")
 _SKIP = re.compile(r"^skip\s*\((?P<reason>.*)\)$")
 _EXIT_OK = re.compile(r"^exit-ok=(?P<codes>\d+(?:,\d+)*)$")
 _SLOW = re.compile(r"^slow\s*\((?P<reason>.*)\)$")
-_KNOWN = "skip (REASON), slow (REASON), model=fake, exit-ok=N[,N], server"
+_NEEDS = re.compile(r"^needs=(?P<modules>[\w.]+(?:,[\w.]+)*)$")
+_KNOWN = "skip (REASON), slow (REASON), model=fake, exit-ok=N[,N], server, needs=MODULE[,MODULE]"
 
 
 class MarkerError(ValueError):
@@ -60,6 +64,12 @@ class Block:
     fake_model: bool = False
     exit_ok: tuple[int, ...] = ()
     server: bool = False  # the first command serves (--port N) while the others run
+    needs: tuple[str, ...] = ()  # modules the block imports that an extra installs
+
+    @property
+    def missing(self) -> list[str]:
+        """The modules of ``needs`` that are not installed here (the block is then skipped)."""
+        return [m for m in self.needs if importlib.util.find_spec(m.split(".")[0]) is None]
 
     @property
     def where(self) -> str:
@@ -91,6 +101,8 @@ def parse_marker(body: str, where: str) -> dict[str, object]:
             found["fake_model"] = True
         elif directive == "server":
             found["server"] = True
+        elif needs := _NEEDS.match(directive):
+            found["needs"] = tuple(needs["modules"].split(","))
         elif exit_ok:
             found["exit_ok"] = tuple(int(code) for code in exit_ok["codes"].split(","))
         else:

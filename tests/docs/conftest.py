@@ -11,9 +11,14 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not TIMES and not SKIPPED:
         return
     terminalreporter.section("documentation examples")
-    terminalreporter.write_line(f"{len(SKIPPED)} blocks not run (skip, or slow without -m slow):")
+    terminalreporter.write_line(f"{len(SKIPPED)} blocks not run (skip, slow without -m slow, or needs):")
     for block in SKIPPED:
-        reason = f"skip: {block.skip}" if block.skip is not None else f"slow: {block.slow}"
+        if block.skip is not None:
+            reason = f"skip: {block.skip}"
+        elif block.missing:
+            reason = f"needs {', '.join(block.missing)} (not installed)"
+        else:
+            reason = f"slow: {block.slow}"
         terminalreporter.write_line(f"  {block.where}: {reason}")
     wall, cpu = sum(t[0] for t in TIMES.values()), sum(t[1] for t in TIMES.values())
     terminalreporter.write_line(f"{len(TIMES)} blocks ran in {wall:.1f} s ({cpu:.1f} s of CPU); the slowest:")

@@ -73,7 +73,7 @@ def test_page_examples_run(
     monkeypatch.setenv("RAGSENSE_STORE", str(tmp_path / "runs.sqlite"))
     write_reader_files(tmp_path)
     for block in page_blocks(REPO / page):
-        if block.skip is not None or (block.slow is not None and not with_slow):
+        if block.skip is not None or (block.slow is not None and not with_slow) or block.missing:
             SKIPPED.append(block)
             continue
         run_block(block, tmp_path)
@@ -207,3 +207,10 @@ def test_model_subcommands_take_model() -> None:
         with contextlib.redirect_stdout(help_text), pytest.raises(SystemExit):
             main([*words.split(), "--help"])
         assert "--model" in help_text.getvalue(), words
+
+
+def test_needs_skips_a_block_whose_module_is_missing() -> None:
+    text = "<!-- docs-test: needs=json,no_such_module_xyz -->\n```python\nx = 1\n```\n"
+    [block] = blocks_of_text(text, "X.md")
+    assert block.needs == ("json", "no_such_module_xyz")
+    assert block.missing == ["no_such_module_xyz"]
