@@ -14,3 +14,5 @@ else
   echo "test.sh: Biome not installed (npm ci); the report's front-end lint is skipped" >&2
 fi
 .venv/bin/python -m pytest --doctest-modules src/ragsense tests "$@"
+# DeepEval's integration in a venv of its own (its click pin conflicts with transformers 5).
+bash scripts/deepeval_check.sh
