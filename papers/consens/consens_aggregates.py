@@ -45,7 +45,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragsense.consens import Aggregation, consens_from_word_nll
+from ragsense.consens import STATED_AGGREGATIONS, Aggregation, consens_from_word_nll
 from ragsense.experiments import PAIR_LABELS
 from ragsense.stats import bootstrap_ci, delong_paired, roc_auc
 
@@ -61,9 +61,10 @@ KEYS = {
 ANSWER_LEVEL = ("wikieval", "halueval")
 TIE = 0.005
 INCUMBENT = Aggregation.GEOMETRIC.value
-# The aggregates this rule (issue 13) chose among: the word-contrast ones. ``support`` came later
-# (issue 24, papers/consens/grounding_default.py) and needs each word's context, which these files lack.
-CANDIDATES = tuple(a for a in Aggregation if a is not Aggregation.SUPPORT)
+# The aggregates this rule (issue 13) chose among: the word-contrast ones. ``support`` and
+# ``support_count`` came later (issue 24, papers/consens/grounding_default.py) and need each word's
+# stated flag, which these files lack.
+CANDIDATES = tuple(a for a in Aggregation if a not in STATED_AGGREGATIONS)
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
