@@ -35,7 +35,7 @@ from ragsense.models import load_model
 from ragsense.rag import BM25
 from ragsense.stats import share_ci
 from ragsense.text import split_sentences
-from ragsense.vera import sentence_lift_requests
+from ragsense.vera import KeepRule, sentence_lift_requests
 
 MAX_SENTENCE_CHARS = 600
 
@@ -104,29 +104,13 @@ def features(n: int, out: Path, lift_n: int) -> None:
     fh.close()
 
 
-def _rank(values: Sequence[float]) -> list[int]:
-    order = sorted(range(len(values)), key=lambda i: (-values[i], i))
-    ranks = [0] * len(values)
-    for r, i in enumerate(order):
-        ranks[i] = r
-    return ranks
-
-
-def _signal(rec: dict[str, Any], name: str) -> list[float]:
-    if name in ("bm25", "minilm", "lift"):
-        return [float(x) for x in rec[name]]
-    parts = name.split("+")
-    ranks = [_rank(rec[p]) for p in parts]
-    return [sum(1.0 / (60 + r[i]) for r in ranks) for i in range(rec["n_sentences"])]
-
-
-def _keep(values: list[float], rule: tuple[str, float]) -> list[bool]:
-    kind, x = rule
-    ranks = _rank(values)
-    if kind == "top":
-        return [r < x for r in ranks]
-    top = max(values)
-    return [v >= top - x for v in values]
+def _keep(rec: dict[str, Any], name: str, rule: tuple[str, float]) -> list[bool]:
+    """The sentences a rule keeps, by the package's own :class:`~ragsense.vera.KeepRule` (one signal as is,
+    several by reciprocal rank fusion), so the rule studied here is the rule VERA ships."""
+    signals = tuple(name.split("+"))
+    kind, value = rule
+    kept, _ = KeepRule(signals, kind, value).keep({sig: [float(x) for x in rec[sig]] for sig in signals})
+    return kept
 
 
 SIGNALS = ("bm25", "minilm", "lift", "bm25+minilm", "minilm+lift", "bm25+lift", "bm25+minilm+lift")
@@ -146,7 +130,7 @@ def _rules(name: str) -> list[tuple[str, float]]:
 def _evaluate(records: list[dict[str, Any]], name: str, rule: tuple[str, float]) -> tuple[int, int, int, int]:
     gold_kept = other_kept = others = 0
     for rec in records:
-        keep = _keep(_signal(rec, name), rule)
+        keep = _keep(rec, name, rule)
         gold_kept += keep[rec["gold"]]
         other_kept += sum(k for i, k in enumerate(keep) if i != rec["gold"])
         others += rec["n_sentences"] - 1
