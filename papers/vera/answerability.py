@@ -1,9 +1,11 @@
 """Can the kept context C' answer the question? An answerability gate for VERA's refusals, chosen by a
 protocol written down (and committed) before any candidate was scored (issue 28).
 
-    python -m papers.vera.answerability features --part dev --n 200 --out docs/results/vera/answerability_dev.jsonl.gz
-    python -m papers.vera.answerability features --part report --n 200 --out docs/results/vera/answerability_report.jsonl.gz
-    python -m papers.vera.answerability report docs/results/vera/answerability_dev.jsonl.gz docs/results/vera/answerability_report.jsonl.gz
+    python -m papers.vera.answerability features --part dev --out $R/answerability_dev.jsonl.gz
+    python -m papers.vera.answerability features --part report --out $R/answerability_report.jsonl.gz
+    python -m papers.vera.answerability report $R/answerability_dev.jsonl.gz $R/answerability_report.jsonl.gz
+
+with ``R=docs/results/vera`` (200 questions per part by default).
 
 Protocol (pre-registered)
 -------------------------
@@ -75,14 +77,14 @@ from typing import Any
 import numpy as np
 
 from ragsense.data import RagRow, SquadItem, default_data_dir, load_squad_v2
-from ragsense.experiments._vera import (
+from ragsense.experiments import (
     REFUSAL_WORD,
     SQUAD_INSTRUCTION,
     is_correct,
     is_refusal,
     squad_items,
 )
-from ragsense.stats import bootstrap_ci, roc_auc, share_ci
+from ragsense.stats import bootstrap_ci, format_share, roc_auc, share_ci
 from ragsense.text import is_closed_class, normalize_word, split_sentences, split_words
 from ragsense.text import is_refusal as text_is_refusal
 
@@ -246,9 +248,8 @@ def features(part: str, n: int, out: Path, batch: int) -> None:
                 rec["part"] = part
                 fh.write(json.dumps(rec, sort_keys=True) + "\n")
             fh.flush()
-            print(
-                f"{part}: {start + len(chunk)}/{len(todo)} ({(time.perf_counter() - t0) / len(chunk):.1f} s/item)"
-            )
+            per_item = (time.perf_counter() - t0) / len(chunk)
+            print(f"{part}: {start + len(chunk)}/{len(todo)} ({per_item:.1f} s/item)", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -269,8 +270,157 @@ def main(argv: Sequence[str] | None = None) -> None:
         report(args.dev, args.report)
 
 
-def report(dev: Path, rep: Path | None) -> None:
-    raise NotImplementedError
+def _load(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [r for r in (json.loads(line) for line in fh if line.strip()) if "error" not in r]
+
+
+def _auroc(scores: np.ndarray, y: np.ndarray) -> str:
+    pos, neg = scores[y], scores[~y]
+    low, high = bootstrap_ci(roc_auc, pos, neg)
+    return f"{roc_auc(pos, neg):.3f} [{low:.3f}, {high:.3f}]"
+
+
+LEARNED = tuple(c for c in CANDIDATES if c not in TRIVIAL)
+
+
+def _matrix(rows: list[dict[str, Any]]) -> np.ndarray:
+    return np.array([[float(r[c]) for c in LEARNED] for r in rows])
+
+
+def _logreg(dev: list[dict[str, Any]], others: list[list[dict[str, Any]]]) -> tuple[np.ndarray, list[Any]]:
+    """Dev scores cross-validated (5 folds); other parts scored by the fit on all of dev."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    x, y = _matrix(dev), np.array([r["is_impossible"] for r in dev])
+
+    def model() -> Any:
+        return make_pipeline(
+            StandardScaler(), LogisticRegression(C=1.0, class_weight="balanced", max_iter=1000)
+        )
+
+    held = cross_val_predict(
+        model(), x, y, cv=StratifiedKFold(5, shuffle=True, random_state=0), method="decision_function"
+    )
+    fitted = model().fit(x, y)
+    return np.asarray(held), [fitted.decision_function(_matrix(o)) for o in others]
+
+
+def outcomes(rows: list[dict[str, Any]], gate: np.ndarray, combo: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, refused and correct under a gate (True = the gate says unanswerable) and a combination."""
+    refused, correct = [], []
+    for r, g in zip(rows, gate, strict=True):
+        if combo == "none":
+            ref, ok_answer = bool(r["refused_with"]), bool(r["correct_with"])
+        elif combo == "or":
+            ref = bool(g) or bool(r["refused_with"])
+            ok_answer = bool(r["correct_with"])
+        else:  # "gate": steps 3-4 no longer refuse; the gate and the answer's own wording do
+            ref = bool(g) or bool(r["declines"]) or r["n_kept"] == 0
+            ok_answer = bool(r["correct_unedited"] if r["refused_with"] else r["correct_with"])
+        refused.append(ref)
+        correct.append(ref if r["is_impossible"] else (not ref and ok_answer))
+    return np.array(refused), np.array(correct)
+
+
+def _threshold(rows: list[dict[str, Any]], scores: np.ndarray, combo: str) -> tuple[float, float] | None:
+    """The dev threshold refusing the most unanswerable questions with answerable refused <= the cap
+    (ties: fewer answerable refused, then the higher threshold); None when no threshold meets the cap."""
+    y = np.array([r["is_impossible"] for r in rows])
+    best: tuple[float, float, float] | None = None
+    for t in [math.inf, *sorted(set(scores.tolist()))]:
+        refused, _ = outcomes(rows, scores >= t, combo)
+        ans, unans = float(refused[~y].mean()), float(refused[y].mean())
+        if ans > ANSWERABLE_CAP:
+            continue
+        key = (unans, -ans, t)
+        if best is None or key > best:
+            best = key
+    return None if best is None else (best[2], best[0])
+
+
+def _row(rows: list[dict[str, Any]], refused: np.ndarray, correct: np.ndarray) -> str:
+    y = np.array([r["is_impossible"] for r in rows])
+    without = np.array([float(r["correct_without"]) for r in rows])
+    low, high = bootstrap_ci(
+        lambda a, b: float(b.mean() - a.mean()), without, correct.astype(float), paired=True
+    )
+    return (
+        f"{format_share(share_ci(int(refused[~y].sum()), int((~y).sum())))} | "
+        f"{format_share(share_ci(int(refused[y].sum()), int(y.sum())))} | "
+        f"{correct.mean():.3f} | {correct.mean() - without.mean():+.3f} [{low:+.3f}, {high:+.3f}]"
+    )
+
+
+def report(dev_path: Path, rep_path: Path | None) -> None:
+    parts = {"dev": _load(dev_path)}
+    if rep_path is not None:
+        parts["report"] = _load(rep_path)
+    ys = {k: np.array([r["is_impossible"] for r in v]) for k, v in parts.items()}
+    scores: dict[str, dict[str, np.ndarray]] = {
+        k: {c: np.array([float(r[c]) for r in v]) for c in CANDIDATES} for k, v in parts.items()
+    }
+    held, fitted = _logreg(parts["dev"], [parts[k] for k in parts if k != "dev"])
+    scores["dev"]["logreg"] = held
+    for k, s in zip([k for k in parts if k != "dev"], fitted, strict=True):
+        scores[k]["logreg"] = s
+    names = (*CANDIDATES, "logreg")
+    for k, v in parts.items():
+        articles = len({r["title"] for r in v})
+        print(f"{k}: {len(v)} questions ({int(ys[k].sum())} unanswerable), {articles} articles")
+    print("\n| candidate (higher = unanswerable) | " + " | ".join(f"{k} AUROC" for k in parts) + " |")
+    print("|---|" + "---|" * len(parts))
+    aucs = {c: roc_auc(scores["dev"][c][ys["dev"]], scores["dev"][c][~ys["dev"]]) for c in names}
+    for c in names:
+        label = f"{c} (dev: 5-fold cross-validated)" if c == "logreg" else c
+        print(f"| {label} | " + " | ".join(_auroc(scores[k][c], ys[k]) for k in parts) + " |")
+    chosen = max(names, key=lambda c: aucs[c])
+    print(f"\nchosen on dev (highest AUROC): {chosen}")
+    rules = {}
+    for combo in ("or", "gate"):
+        found = _threshold(parts["dev"], scores["dev"][chosen], combo)
+        rules[combo] = found
+        note = (
+            "no threshold keeps dev answerable refusals <= 0.15"
+            if found is None
+            else (f"threshold {found[0]:.4g}, dev unanswerable refused {found[1]:.3f}")
+        )
+        print(f"- combination {combo!r}: {note}")
+    feasible = {c: f for c, f in rules.items() if f is not None}
+    combo = max(feasible, key=lambda c: (feasible[c][1], c == "or")) if feasible else None
+    print(f"chosen combination: {combo}")
+    print("\n| part | rule | answerable refused | unanswerable refused | accuracy with | gain over no VERA |")
+    print("|---|---|---|---|---|---|")
+    for k, v in parts.items():
+        without = np.array([float(r["correct_without"]) for r in v])
+        print(f"| {k} | no VERA | - | - | {without.mean():.3f} | |")
+        none = np.zeros(len(v), dtype=bool)
+        print(f"| {k} | VERA now (no gate) | {_row(v, *outcomes(v, none, 'none'))} |")
+        for c in (chosen, *TRIVIAL):
+            for cb in ("or", "gate"):
+                found = _threshold(parts["dev"], scores["dev"][c], cb)
+                if found is None:
+                    print(f"| {k} | {c}, {cb}: no dev threshold meets the cap | | | | |")
+                    continue
+                mark = " **chosen**" if c == chosen and cb == combo else ""
+                label = f"{c} >= {found[0]:.4g}, {cb}{mark}"
+                print(f"| {k} | {label} | {_row(v, *outcomes(v, scores[k][c] >= found[0], cb))} |")
+    if combo is not None and "report" in parts:
+        t = feasible[combo][0]
+        refused, correct = outcomes(parts["report"], scores["report"][chosen] >= t, combo)
+        y = ys["report"]
+        without = np.array([float(r["correct_without"]) for r in parts["report"]])
+        met = (
+            refused[~y].mean() <= ANSWERABLE_CAP
+            and refused[y].mean() >= UNANSWERABLE_TARGET
+            and correct.mean() > without.mean()
+        )
+        print(f"\nreport part, targets met by the chosen rule: {'yes' if met else 'no'}")
+    elif "report" in parts:
+        print("\nreport part, targets met by the chosen rule: no (no rule met the dev cap)")
 
 
 if __name__ == "__main__":
