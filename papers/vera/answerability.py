@@ -5,7 +5,9 @@ protocol written down (and committed) before any candidate was scored (issue 28)
     python -m papers.vera.answerability features --part report --out $R/answerability_report.jsonl.gz
     python -m papers.vera.answerability report $R/answerability_dev.jsonl.gz $R/answerability_report.jsonl.gz
 
-with ``R=docs/results/vera`` (200 questions per part by default).
+with ``R=docs/results/vera`` (200 questions per part by default). The committed run was cut to the first
+160 questions of each part (``report --n 160``; 80 answerable, 80 unanswerable, a prefix of the draw) because
+the shared machine ran it at about 20 s per question; the cut was decided before any score was read.
 
 Protocol (pre-registered)
 -------------------------
@@ -263,16 +265,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     r = sub.add_parser("report")
     r.add_argument("dev", type=Path)
     r.add_argument("report", type=Path, nargs="?")
+    r.add_argument("--n", type=int, help="only the first N questions of each part (draw order)")
     args = parser.parse_args(argv)
     if args.cmd == "features":
         features(args.part, args.n, args.out, args.batch)
     else:
-        report(args.dev, args.report)
+        report(args.dev, args.report, args.n)
 
 
-def _load(path: Path) -> list[dict[str, Any]]:
+def _load(path: Path, n: int | None = None) -> list[dict[str, Any]]:
+    """The part's records (the first ``n`` in draw order when given), without the failed ones."""
     with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return [r for r in (json.loads(line) for line in fh if line.strip()) if "error" not in r]
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return [r for r in rows[:n] if "error" not in r]
 
 
 def _auroc(scores: np.ndarray, y: np.ndarray) -> str:
@@ -355,10 +360,10 @@ def _row(rows: list[dict[str, Any]], refused: np.ndarray, correct: np.ndarray) -
     )
 
 
-def report(dev_path: Path, rep_path: Path | None) -> None:
-    parts = {"dev": _load(dev_path)}
+def report(dev_path: Path, rep_path: Path | None, n: int | None = None) -> None:
+    parts = {"dev": _load(dev_path, n)}
     if rep_path is not None:
-        parts["report"] = _load(rep_path)
+        parts["report"] = _load(rep_path, n)
     ys = {k: np.array([r["is_impossible"] for r in v]) for k, v in parts.items()}
     scores: dict[str, dict[str, np.ndarray]] = {
         k: {c: np.array([float(r[c]) for r in v]) for c in CANDIDATES} for k, v in parts.items()

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from papers.vera import answerability as study
+
 from ragsense.experiments import REFUSAL_WORD, SQUAD_INSTRUCTION, is_correct, is_refusal, squad_items
 
 
@@ -34,9 +34,8 @@ def test_the_parts_are_disjoint_by_article_and_from_the_vera_squad_paragraphs(sh
 
 
 def test_coverage_counts_the_question_content_words() -> None:
-    assert study.coverage("Who designed the Orvel bridge?", "Mara Quint designed the bridge.") == pytest.approx(
-        2 / 3
-    )
+    covered = study.coverage("Who designed the Orvel bridge?", "Mara Quint designed the bridge.")
+    assert covered == pytest.approx(2 / 3)
     assert study.coverage("Who is it?", "anything") == 1.0
 
 
