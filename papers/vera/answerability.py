@@ -6,8 +6,9 @@ protocol written down (and committed) before any candidate was scored (issue 28)
     python -m papers.vera.answerability report $R/answerability_dev.jsonl.gz $R/answerability_report.jsonl.gz
 
 with ``R=docs/results/vera`` (200 questions per part by default). The committed run was cut to the first
-160 questions of each part (``report --n 160``; 80 answerable, 80 unanswerable, a prefix of the draw) because
-the shared machine ran it at about 20 s per question; the cut was decided before any score was read.
+120 questions of each part (``report --n 120``; 60 answerable, 60 unanswerable, a prefix of the draw)
+because the shared machine ran it at about 24 s per question; the cut (first to 160, then to 120) was
+decided from the run's speed alone, before any score was read.
 
 Protocol (pre-registered)
 -------------------------
