@@ -24,7 +24,13 @@ if TYPE_CHECKING:
     from ragsense.experiments._correctness_report import FOLDS, forest_fit_predict, grouped_folds, out_of_fold
     from ragsense.experiments._distractors import load_pairs, score_cell, split_parts, with_distractors
     from ragsense.experiments._figures import contrast, delong_against, verdict_figures
-    from ragsense.experiments._vera import squad_items
+    from ragsense.experiments._vera import (
+        REFUSAL_WORD,
+        SQUAD_INSTRUCTION,
+        is_correct,
+        is_refusal,
+        squad_items,
+    )
 
 ENTRY_POINT_GROUP = "ragsense.experiments"
 
@@ -88,6 +94,10 @@ _HELPERS: dict[str, str] = {
     "delong_against": "_figures",
     "verdict_figures": "_figures",
     "squad_items": "_vera",
+    "is_correct": "_vera",
+    "is_refusal": "_vera",
+    "REFUSAL_WORD": "_vera",
+    "SQUAD_INSTRUCTION": "_vera",
 }
 
 
@@ -110,11 +120,15 @@ __all__ = [
     "EXPERIMENTS",
     "FOLDS",
     "PAIR_LABELS",
+    "REFUSAL_WORD",
+    "SQUAD_INSTRUCTION",
     "Experiment",
     "contrast",
     "delong_against",
     "forest_fit_predict",
     "grouped_folds",
+    "is_correct",
+    "is_refusal",
     "load_pairs",
     "out_of_fold",
     "paragraph_of",
