@@ -84,12 +84,11 @@ from ragsense.experiments import (
     REFUSAL_WORD,
     SQUAD_INSTRUCTION,
     is_correct,
-    is_refusal,
+    is_squad_refusal,
     squad_items,
 )
 from ragsense.stats import bootstrap_ci, format_share, roc_auc, share_ci
-from ragsense.text import is_closed_class, normalize_word, split_sentences, split_words
-from ragsense.text import is_refusal as text_is_refusal
+from ragsense.text import is_closed_class, is_refusal, normalize_word, split_sentences, split_words
 
 SEED = 28
 ANSWERABLE_CAP = 0.15
@@ -173,7 +172,7 @@ async def _features(
             "question": it.question,
             "raw_answer": raw_answer,
             "correct_without": is_correct(it, raw_answer, False),
-            "refused_without": is_refusal(raw_answer),
+            "refused_without": is_squad_refusal(raw_answer),
         }
         if not isinstance(e, VeraEnhancement):
             rec["error"] = str(e)
@@ -185,12 +184,12 @@ async def _features(
         rec.update(
             vera_answer=e.answer,
             regenerated_answer=generated,
-            refused_with=e.refused or is_refusal(e.answer),
+            refused_with=e.refused or is_squad_refusal(e.answer),
             correct_with=is_correct(it, e.answer, e.refused),
             # The regenerated answer kept whole: what a gate that overrides step 4 would return.
             correct_unedited=is_correct(it, generated, False),
             # Declines by its wording: the pipeline's rule (ragsense.text) or the experiment's.
-            declines=bool(generated.strip()) and (text_is_refusal(generated) or is_refusal(generated)),
+            declines=bool(generated.strip()) and (is_refusal(generated) or is_squad_refusal(generated)),
             refusal_reason=e.refusal_reason,
             n_sentences=len(e.context.decisions),
             n_kept=len(kept),

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from papers.vera import answerability as study
 
-from ragsense.experiments import REFUSAL_WORD, SQUAD_INSTRUCTION, is_correct, is_refusal, squad_items
+from ragsense.experiments import REFUSAL_WORD, SQUAD_INSTRUCTION, is_correct, is_squad_refusal, squad_items
 
 
 def test_the_squad_helpers_are_public() -> None:
     assert REFUSAL_WORD in SQUAD_INSTRUCTION
-    assert is_refusal("Unanswerable.") and not is_refusal("Paris")
+    assert is_squad_refusal("Unanswerable.") and not is_squad_refusal("Paris")
     assert callable(is_correct)
 
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         REFUSAL_WORD,
         SQUAD_INSTRUCTION,
         is_correct,
-        is_refusal,
+        is_squad_refusal,
         squad_items,
     )
 
@@ -95,7 +95,7 @@ _HELPERS: dict[str, str] = {
     "verdict_figures": "_figures",
     "squad_items": "_vera",
     "is_correct": "_vera",
-    "is_refusal": "_vera",
+    "is_squad_refusal": "_vera",
     "REFUSAL_WORD": "_vera",
     "SQUAD_INSTRUCTION": "_vera",
 }
@@ -128,7 +128,7 @@ __all__ = [
     "forest_fit_predict",
     "grouped_folds",
     "is_correct",
-    "is_refusal",
+    "is_squad_refusal",
     "load_pairs",
     "out_of_fold",
     "paragraph_of",

@@ -64,10 +64,10 @@ def normalize_answer(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
-def is_refusal(answer: str) -> bool:
+def is_squad_refusal(answer: str) -> bool:
     """An empty answer or one that says the question is unanswerable.
 
-    >>> is_refusal("Unanswerable."), is_refusal("Paris")
+    >>> is_squad_refusal("Unanswerable."), is_squad_refusal("Paris")
     (True, False)
     """
     norm = normalize_answer(answer)
@@ -76,7 +76,7 @@ def is_refusal(answer: str) -> bool:
 
 def is_correct(item: SquadItem, answer: str, refused: bool) -> bool:
     """Refusal for an unanswerable question; a reference answer inside the answer otherwise."""
-    refused = refused or is_refusal(answer)
+    refused = refused or is_squad_refusal(answer)
     if item.is_impossible:
         return refused
     if refused:
@@ -179,7 +179,7 @@ class _SquadStep(KeepKeys):
             rec: dict[str, Any] = {
                 "raw_answer": raw,
                 "correct_without": is_correct(it, raw, False),
-                "refused_without": is_refusal(raw),
+                "refused_without": is_squad_refusal(raw),
             }
             if isinstance(b, VeraEvaluation):
                 rec.update({f"{k}_without": getattr(b, k) for k in _SCORES})
@@ -188,7 +188,7 @@ class _SquadStep(KeepKeys):
             if isinstance(e, VeraEnhancement):
                 rec.update(
                     vera_answer=e.answer,
-                    refused_with=e.refused or is_refusal(e.answer),
+                    refused_with=e.refused or is_squad_refusal(e.answer),
                     correct_with=is_correct(it, e.answer, e.refused),
                     stopped_at_context=e.relevance is None,
                     retrieval_required=check.required if isinstance(check, RetrievalCheck) else None,
