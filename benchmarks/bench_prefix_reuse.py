@@ -2,8 +2,10 @@
 segmented prompt pass costs and changes, each in one run.
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python -m benchmarks.bench_prefix_reuse --threads 1 \\
-        --attribution-rows 8 --start 100 --distractors 6 --segment-rows 10 \\
+        --attribution-rows 8 --start 100 --distractors 6 --segment-rows 20 \\
         --out docs/results/speed/bench_prefix_reuse.json
+    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python -m benchmarks.bench_prefix_reuse --threads 1 \\
+        --crop-items 10 --attribution-rows 0 --segment-rows 0
 
 **Attribution** (``--attribution-rows``): HaluEval QA rows from ``--start`` on, each with a context of
 ``--distractors + 1`` documents: the row's own knowledge passage at position ``--position`` among the
@@ -15,6 +17,14 @@ documents before the one it drops) and *without* (``reuse_prompts=False``: the s
 prompt from the start). Printed: both times, the ratio (total, and the median over rows), the prompt
 tokens the cache spared, that every result is identical (asserted), and the cache's peak bytes against
 its setting (``--prompt-cache-tokens`` times the model's KV bytes per token).
+
+**Crop** (``--crop-items``, the question before the design): WikiEval questions whose ``context_v2``
+has two or more documents; the prompt without the last document shares the full prompt's tokens up to
+a point. Its answer's log-probs from one pass over its prompt are compared with those from the full
+prompt's KV state cropped to the shared tokens (``DynamicCache.crop``) and extended, and, for the
+design kept, a pass in two segments cut at that point against the state of a two-segment full pass
+cropped there. Reaches into the backend (its kernel and ``_hf_shared.prompt_state``): it measures an
+internal choice.
 
 **Segments** (``--segment-rows``): WikiEval's first rows (``context_v1``, one document, so one cut at
 the context's end), grounded answers, without reuse, scored with the request's splits and with them
@@ -35,6 +45,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from ragsense.consens import GroundingResult, GroundingScorer
@@ -70,6 +81,41 @@ def _halueval_rows(data: str | None, start: int, count: int, distractors: int, p
         docs = [*others[:position], items[i].knowledge, *others[position:]]
         rows.append((items[i].question, docs, items[i].right_answer))
     return rows
+
+
+def positions(base: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Prompt tokens the body runs for the attribution rows without reuse and with it, from the
+    backend's own encoding and cuts and a prompt cache of the same budget holding empty states (no
+    model pass): what a cost linear in prompt positions would give. Reaches into the backend."""
+    import torch
+
+    from ragsense.models._hf_prompt_cache import PromptStateCache
+
+    rows = _halueval_rows(
+        args.data_halueval, args.start, args.attribution_rows, args.distractors, args.position
+    )
+    scorer = GroundingScorer(base)
+    without = reuse = 0
+    for row in rows:
+        store = PromptStateCache(args.prompt_cache_tokens)
+        plan = scorer._plan(*row, True)
+        for req in [plan.empty, plan.full] + [r for r, _, _ in plan.leave_one_out]:
+            e = base._scorer.encode(req)
+            ids, cuts = e.prompt_key
+            without += len(ids)
+            if store.get(ids, cuts) is not None:
+                continue
+            hit = store.get_prefix(ids, cuts)
+            reuse += len(ids) - (hit[0] if hit else 0)
+            layer = SimpleNamespace(
+                keys=torch.zeros(1, 1, len(ids), 1), values=torch.zeros(1, 1, len(ids), 1)
+            )
+            store.put(ids, SimpleNamespace(layers=[layer]), torch.zeros(1, 1), cuts)
+    return {
+        "prompt_tokens_without": without,
+        "prompt_tokens_reuse": reuse,
+        "ratio": round(without / reuse, 3),
+    }
 
 
 def attribution(base: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -121,6 +167,7 @@ def attribution(base: Any, args: argparse.Namespace) -> dict[str, Any]:
         "ratio_per_row_min": round(min(ratios), 3),
         "ratio_per_row_median": round(statistics.median(ratios), 3),
         "ratio_per_row_max": round(max(ratios), 3),
+        "prompt_position_ratio": positions(base, args)["ratio"],
         "results_identical": True,  # asserted per row
         "prefix_hits": prefix_hits,
         "prefix_tokens_spared": spared,
@@ -163,6 +210,58 @@ def segments(base: Any, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def crop(base: Any, args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    from ragsense.models._hf_shared import continuations_on_state, prompt_state
+
+    kernel = base._scorer.kernel
+    template = GroundingScorer(base).template
+    items = [it for it in load_wikieval(args.data_wikieval) if len(it.context_v2) > 1][: args.crop_items]
+
+    def ids(text: str) -> list[int]:
+        return list(base.tokenizer(text)["input_ids"])
+
+    def answer(cache: Any, last: Any, n: int, cont: list[int]) -> list[float]:
+        return continuations_on_state(kernel, cache, last, n, [cont], pad_id=0, kv_tokens=8192, max_rows=1)[0]
+
+    def extend(cache: Any, tokens: list[int]) -> tuple[Any, Any]:
+        states, cache = kernel.forward(torch.tensor([tokens]), cache)
+        return cache, states[0, -1:]
+
+    same_crop = same_segmented = 0
+    max_crop = max_segmented = 0.0
+    with torch.inference_mode():
+        for it in items:
+            cont = template.continuation(it.grounded_answer)
+            full, short = (template.render(it.question, docs) for docs in (it.context_v2, it.context_v2[:-1]))
+            full_ids, short_ids = ids(full), ids(short + cont)
+            n = len(ids(short))
+            prompt, tail = short_ids[:n], short_ids[n:]
+            j = next(i for i, (a, b) in enumerate(zip(full_ids, prompt, strict=False)) if a != b)
+            fresh = answer(*prompt_state(kernel, prompt), n, tail)
+            cache, _ = prompt_state(kernel, full_ids)
+            cache.crop(j - len(full_ids))
+            cropped = answer(*extend(cache, prompt[j:]), n, tail)
+            segmented = answer(*prompt_state(kernel, prompt, [j]), n, tail)
+            cache, _ = prompt_state(kernel, full_ids, [j])
+            cache.crop(j - len(full_ids))
+            from_segment = answer(*extend(cache, prompt[j:]), n, tail)
+            same_crop += cropped == fresh
+            same_segmented += from_segment == segmented
+            max_crop = max(max_crop, *(abs(a - b) for a, b in zip(cropped, fresh, strict=True)))
+            max_segmented = max(
+                max_segmented, *(abs(a - b) for a, b in zip(from_segment, segmented, strict=True))
+            )
+    return {
+        "items": len(items),
+        "crop_identical_to_one_pass": same_crop,
+        "crop_max_abs_logprob_change": max_crop,
+        "segment_crop_identical_to_segmented_pass": same_segmented,
+        "segment_crop_max_abs_logprob_change": max_segmented,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -174,9 +273,15 @@ def main() -> None:
     parser.add_argument("--distractors", type=int, default=6)
     parser.add_argument("--position", type=int, default=2, help="the row's own passage among the documents")
     parser.add_argument("--segment-rows", type=int, default=10)
+    parser.add_argument("--crop-items", type=int, default=0, help="WikiEval questions for the crop check")
     parser.add_argument("--prompt-cache-tokens", type=int, default=DEFAULT_PROMPT_CACHE_TOKENS)
     parser.add_argument("--data-halueval", default=None)
     parser.add_argument("--data-wikieval", default=None)
+    parser.add_argument(
+        "--positions-only",
+        action="store_true",
+        help="print the attribution rows' prompt tokens without and with reuse (no timing) and stop",
+    )
     parser.add_argument("--out", default=None, help="also write the JSON object to this file")
     args = parser.parse_args()
     base = load_model(args.model, **({"threads": args.threads} if args.threads else {}))
@@ -185,6 +290,11 @@ def main() -> None:
         "cpu": platform.processor() or platform.machine(),
         "threads": args.threads,
     }
+    if args.positions_only:
+        print(json.dumps(positions(base, args)))
+        return
+    if args.crop_items:
+        figures["crop"] = crop(base, args)
     if args.attribution_rows:
         figures["attribution"] = attribution(base, args)
     if args.segment_rows:

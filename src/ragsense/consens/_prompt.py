@@ -55,7 +55,7 @@ class PromptTemplate:
         ends: the points at which prompts over the same leading documents can share their prompt pass
         (:attr:`ScoreRequest.splits <ragsense.models.ScoreRequest.splits>`).
 
-        >>> t = PromptTemplate("Q: {question}\nC: {context}\nA:")
+        >>> t = PromptTemplate("Q: {question}\\nC: {context}\\nA:")
         >>> prompt, splits = t.render_split("Why?", ["Doc one.", "Doc two."])
         >>> [prompt[:s][-8:] for s in splits]
         ['Doc one.', 'Doc two.']

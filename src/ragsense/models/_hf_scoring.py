@@ -18,6 +18,12 @@
   a later call (the next chunk, the guard's next batch) is not read again; results are bit-identical
   with the cache on or off, or with ``reuse_prompts=False``, which gives every request its own prompt
   pass on the same route (the baseline of benchmarks/bench_reuse.py).
+* A request's :attr:`~ragsense.models.ScoreRequest.splits` (ConSens: after each context document)
+  become *cuts*, token positions at least :data:`~ragsense.models._hf_shared.MIN_SEGMENT` tokens apart
+  (:func:`cuts_of`), and its prompt pass runs one segment at a time, cache or not. A prompt that is not
+  kept whole but whose first segments a kept prompt shares (attribution's leave-one-out prompts and the
+  full context's, up to the dropped document) starts from that prompt's state cut there, and the
+  results stay bit-identical (benchmarks/bench_prefix_reuse.py, docs/speed.md).
 """
 
 from __future__ import annotations
