@@ -5,7 +5,8 @@ segmented prompt pass costs and changes, each in one run.
         --attribution-rows 8 --start 100 --distractors 6 --segment-rows 20 \\
         --out docs/results/speed/bench_prefix_reuse.json
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python -m benchmarks.bench_prefix_reuse --threads 1 \\
-        --crop-items 10 --attribution-rows 0 --segment-rows 0
+        --crop-items 10 --segment-sizes --attribution-rows 0 --segment-rows 0 \\
+        --out docs/results/speed/bench_prefix_reuse_crop.json
 
 **Attribution** (``--attribution-rows``): HaluEval QA rows from ``--start`` on, each with a context of
 ``--distractors + 1`` documents: the row's own knowledge passage at position ``--position`` among the
@@ -25,6 +26,9 @@ prompt's KV state cropped to the shared tokens (``DynamicCache.crop``) and exten
 design kept, a pass in two segments cut at that point against the state of a two-segment full pass
 cropped there. Reaches into the backend (its kernel and ``_hf_shared.prompt_state``): it measures an
 internal choice.
+
+**Segment sizes** (``--segment-sizes``): one pass over ``--segment-tokens`` ids in segments of 256,
+128, 64 and 32 tokens, each time over the pass in one piece (median of ``--repeats``).
 
 **Segments** (``--segment-rows``): WikiEval's first rows (``context_v1``, one document, so one cut at
 the context's end), grounded answers, without reuse, scored with the request's splits and with them
@@ -262,6 +266,29 @@ def crop(base: Any, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def segment_sizes(base: Any, args: argparse.Namespace) -> dict[str, float]:
+    """Time of one prompt pass over ``--segment-tokens`` token ids in segments of each size, over the
+    pass in one piece (median of ``--repeats``, sizes interleaved): what chose ``MIN_SEGMENT``."""
+    import torch
+
+    from ragsense.models._hf_shared import prompt_state
+
+    kernel = base._scorer.kernel
+    n = args.segment_tokens
+    ids = list(range(1000, 1000 + n))
+    sizes = [n, 256, 128, 64, 32]
+    times: dict[int, list[float]] = {size: [] for size in sizes}
+    with torch.inference_mode():
+        prompt_state(kernel, ids[:100])  # warm-up
+        for _ in range(args.repeats):
+            for size in sizes:
+                started = time.perf_counter()
+                prompt_state(kernel, ids, list(range(size, n, size)))
+                times[size].append(time.perf_counter() - started)
+    whole = statistics.median(times[n])
+    return {f"{size}_tokens": round(statistics.median(times[size]) / whole, 3) for size in sizes}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -273,6 +300,9 @@ def main() -> None:
     parser.add_argument("--distractors", type=int, default=6)
     parser.add_argument("--position", type=int, default=2, help="the row's own passage among the documents")
     parser.add_argument("--segment-rows", type=int, default=10)
+    parser.add_argument("--segment-sizes", action="store_true", help="time a pass cut into segments")
+    parser.add_argument("--segment-tokens", type=int, default=800)
+    parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--crop-items", type=int, default=0, help="WikiEval questions for the crop check")
     parser.add_argument("--prompt-cache-tokens", type=int, default=DEFAULT_PROMPT_CACHE_TOKENS)
     parser.add_argument("--data-halueval", default=None)
@@ -293,6 +323,8 @@ def main() -> None:
     if args.positions_only:
         print(json.dumps(positions(base, args)))
         return
+    if args.segment_sizes:
+        figures["segment_sizes"] = segment_sizes(base, args)
     if args.crop_items:
         figures["crop"] = crop(base, args)
     if args.attribution_rows:

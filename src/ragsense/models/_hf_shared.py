@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 # extra forward calls cost more than the positions they save.
 MIN_SHARED_PROMPT = 32
 # A prompt's pass is cut at a declared split only this many tokens after the previous cut (or the
-# start): one thread runs an 800-token prompt in segments of 128 tokens as fast as in one pass, of 64
-# tokens 1.19x and of 32 tokens 1.49x slower (each pass has a fixed cost of about 16 tokens' worth).
+# start): one thread runs an 800-token prompt in segments of 256, 128, 64 and 32 tokens 1.02x, 1.11x,
+# 1.24x and 1.52x as long as in one piece (each pass has a fixed cost; benchmarks/bench_prefix_reuse.py
+# --segment-sizes). Documents shorter than this share their pass only in groups.
 MIN_SEGMENT = 128
 # Cached tokens one batched continuation pass of packed scoring may hold (46 KB a token for SmolLM2:
 # 8192 tokens are about 380 MB).
