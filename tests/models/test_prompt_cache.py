@@ -149,9 +149,9 @@ def test_scores_are_bit_identical_with_and_without_reuse(
     passes: list[int] = []
     original = scoring.prompt_state
 
-    def spy(kernel: Any, ids: Any) -> Any:
+    def spy(kernel: Any, ids: Any, *args: Any, **kwargs: Any) -> Any:
         passes.append(len(ids))
-        return original(kernel, ids)
+        return original(kernel, ids, *args, **kwargs)
 
     monkeypatch.setattr(scoring, "prompt_state", spy)
     reuse = smollm2.with_settings()  # the defaults, with a fresh prompt cache

@@ -46,9 +46,9 @@ def prompt_passes(smollm2: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[lis
     calls: list[int] = []
     original = scoring.prompt_state
 
-    def spy(kernel: Any, ids: Any) -> Any:
+    def spy(kernel: Any, ids: Any, *args: Any, **kwargs: Any) -> Any:
         calls.append(len(ids))
-        return original(kernel, ids)
+        return original(kernel, ids, *args, **kwargs)
 
     monkeypatch.setattr(scoring, "prompt_state", spy)
     yield calls

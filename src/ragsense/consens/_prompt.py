@@ -47,5 +47,34 @@ class PromptTemplate:
         # str.replace, not str.format: contexts often contain braces.
         return self.template.replace("{question}", question).replace("{context}", context)
 
+    def render_split(
+        self, question: str, documents: Sequence[str], context: str | None = None
+    ) -> tuple[str, tuple[int, ...]]:
+        """The prompt for ``context`` (default: the documents joined; else a cut of that join) and the
+        character positions in it where each document within the context ends, and where the context
+        ends: the points at which prompts over the same leading documents can share their prompt pass
+        (:attr:`ScoreRequest.splits <ragsense.models.ScoreRequest.splits>`).
+
+        >>> t = PromptTemplate("Q: {question}\\nC: {context}\\nA:")
+        >>> prompt, splits = t.render_split("Why?", ["Doc one.", "Doc two."])
+        >>> [prompt[:s][-8:] for s in splits]
+        ['Doc one.', 'Doc two.']
+        """
+        context = self.join(documents) if context is None else context
+        prompt = self.render_context(question, context)
+        at = self.template.index("{context}")
+        start = len(self.template[:at].replace("{question}", question))
+        if not context or prompt[start : start + len(context)] != context:
+            return prompt, ()  # no context, or a question that itself holds "{context}"
+        ends: list[int] = []
+        end = 0
+        for document in documents:
+            end += len(document)
+            if end >= len(context):
+                break
+            ends.append(start + end)
+            end += len(self.document_separator)
+        return prompt, (*ends, start + len(context))
+
     def continuation(self, answer: str) -> str:
         return self.answer_prefix + answer

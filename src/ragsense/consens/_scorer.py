@@ -353,17 +353,22 @@ class GroundingScorer:
             limit = budget if self.context_policy == "tail" else window
             chosen = tail_selection(documents, *tail_fit(count, self.template.join(documents), limit), sep)
         chosen = chosen.renumbered(positions)
-        full = ScoreRequest(self.template.render_context(question, chosen.context), continuation)
+        # Split after each document: a leave-one-out prompt shares the documents before the one it
+        # drops with this prompt, and runs only the rest (bit-identical either way; models/_hf_shared.py).
+        parts = [text for _, text in chosen.parts]
+        prompt, splits = self.template.render_split(question, parts, chosen.context)
+        full = ScoreRequest(prompt, continuation, splits)
         vocabulary = ContextVocabulary([chosen.context])
         plan = _Plan(selection, empty, full, chosen, vocabulary, is_refusal(answer))
         if attribution and len(chosen.parts) > 1:
             # Leave-one-out over the kept documents only: the others were not read (the row lists them).
-            for k in range(len(chosen.parts)):
-                rest = self.template.join([text for j, (_, text) in enumerate(chosen.parts) if j != k])
-                rest_fit, rest_dropped = tail_fit(self.model.count_tokens, rest, window)
+            for k in range(len(parts)):
+                others = parts[:k] + parts[k + 1 :]
+                rest_fit, rest_dropped = tail_fit(self.model.count_tokens, self.template.join(others), window)
+                prompt, splits = self.template.render_split(question, others, rest_fit)
                 plan.leave_one_out.append(
                     (
-                        ScoreRequest(self.template.render_context(question, rest_fit), continuation),
+                        ScoreRequest(prompt, continuation, splits),
                         rest_dropped > 0,
                         ContextVocabulary([rest_fit]),
                     )

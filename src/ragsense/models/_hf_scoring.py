@@ -18,6 +18,12 @@
   a later call (the next chunk, the guard's next batch) is not read again; results are bit-identical
   with the cache on or off, or with ``reuse_prompts=False``, which gives every request its own prompt
   pass on the same route (the baseline of benchmarks/bench_reuse.py).
+* A request's :attr:`~ragsense.models.ScoreRequest.splits` (ConSens: after each context document)
+  become *cuts*, token positions at least :data:`~ragsense.models._hf_shared.MIN_SEGMENT` tokens apart
+  (:func:`cuts_of`), and its prompt pass runs one segment at a time, cache or not. A prompt that is not
+  kept whole but whose first segments a kept prompt shares (attribution's leave-one-out prompts and the
+  full context's, up to the dropped document) starts from that prompt's state cut there, and the
+  results stay bit-identical (benchmarks/bench_prefix_reuse.py, docs/speed.md).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragsense.models._hf_prompt_cache import PromptStateCache
 from ragsense.models._hf_shared import (
+    MIN_SEGMENT,
     MIN_SHARED_PROMPT,
     SCORE_KV_TOKENS,
     continuations_on_state,
@@ -42,9 +49,10 @@ if TYPE_CHECKING:
 
 
 class Encoded:
-    """One tokenized request: ids, the index of the first continuation token, its offsets."""
+    """One tokenized request: ids, the index of the first continuation token, its offsets, and the
+    token positions where its prompt pass is cut (its declared splits that start a token)."""
 
-    __slots__ = ("first", "ids", "offsets", "straddles", "tokens")
+    __slots__ = ("cuts", "first", "ids", "offsets", "straddles", "tokens")
 
     def __init__(
         self,
@@ -53,12 +61,19 @@ class Encoded:
         offsets: list[tuple[int, int]],
         tokens: list[str],
         straddles: bool,
+        cuts: tuple[int, ...] = (),
     ) -> None:
         self.ids = ids
         self.first = first
         self.offsets = offsets
         self.tokens = tokens
         self.straddles = straddles
+        self.cuts = cuts
+
+    @property
+    def prompt_key(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The prompt's ids and cuts: requests with the same key have the same prompt pass."""
+        return tuple(self.ids[: self.first]), self.cuts
 
 
 def encode(tokenizer: Any, req: ScoreRequest, context_window: int) -> Encoded:
@@ -88,7 +103,22 @@ def encode(tokenizer: Any, req: ScoreRequest, context_window: int) -> Encoded:
         )
     cont_offsets = [(max(s - boundary, 0), e - boundary) for s, e in offsets[first:]]
     tokens = tokenizer.convert_ids_to_tokens(ids[first:])
-    return Encoded(ids, first, cont_offsets, list(tokens), offsets[first][0] < boundary)
+    cuts = cuts_of(req, offsets, first)
+    return Encoded(ids, first, cont_offsets, list(tokens), offsets[first][0] < boundary, cuts)
+
+
+def cuts_of(req: ScoreRequest, offsets: list[tuple[int, int]], first: int) -> tuple[int, ...]:
+    """The token positions where ``req``'s prompt pass is cut: its splits that start a token inside
+    the prompt, each at least :data:`MIN_SEGMENT` tokens after the previous cut (a segment shorter
+    than that costs more than the positions it could save). Each cut depends only on the tokens
+    before it, so prompts with the same leading part have the same cuts in it."""
+    wanted = set(req.splits)
+    cuts: list[int] = []
+    for t in range(MIN_SEGMENT, first):
+        start, end = offsets[t]
+        if start in wanted and start < end and t - (cuts[-1] if cuts else 0) >= MIN_SEGMENT:
+            cuts.append(t)
+    return tuple(cuts)
 
 
 def plan_batches(lengths: list[int], max_batch_tokens: int, max_batch_size: int) -> list[list[int]]:
@@ -154,11 +184,11 @@ class PackedScorer:
 
     def score_encoded(self, encoded: list[Encoded]) -> list[ContinuationScore]:
         out: list[ContinuationScore | None] = [None] * len(encoded)
-        by_prompt: dict[tuple[int, ...] | int, list[int]] = {}
+        by_prompt: dict[tuple[tuple[int, ...], tuple[int, ...]] | int, list[int]] = {}
         for i, e in enumerate(encoded):
             if e.first >= self.min_shared_prompt:
                 # Without reuse every request is its own group: same route, its own prompt pass.
-                key = tuple(e.ids[: e.first]) if self.reuse_prompts else i
+                key = e.prompt_key if self.reuse_prompts else i
                 by_prompt.setdefault(key, []).append(i)
         alone_ok = self.max_batch_size == 1  # one row per pass: the route is the same for every request
         shared = [members for members in by_prompt.values() if len(members) > 1 or alone_ok]
@@ -178,7 +208,7 @@ class PackedScorer:
         kernel = self.kernel
         first = items[0].first
         with kernel.torch.inference_mode():
-            cache, last = self.prompt_state(tuple(items[0].ids[:first]))
+            cache, last = self.prompt_state(*items[0].prompt_key)
             return continuations_on_state(
                 kernel,
                 cache,
@@ -190,19 +220,25 @@ class PackedScorer:
                 max_rows=self.max_batch_size,
             )
 
-    def prompt_state(self, prompt: tuple[int, ...]) -> tuple[Any, Any]:
-        """``(KV cache, last state)`` after ``prompt``, the caller's to extend: from the prompt cache
-        when it holds exactly these ids, else from one pass (then kept there). Call under inference mode."""
+    def prompt_state(self, prompt: tuple[int, ...], cuts: tuple[int, ...] = ()) -> tuple[Any, Any]:
+        """``(KV cache, last state)`` after ``prompt`` run in segments cut at ``cuts``, the caller's to
+        extend: from the prompt cache when it holds exactly these ids and cuts, else from the segment
+        passes, starting after the longest run of first segments a kept prompt shares (then kept
+        there). Call under inference mode."""
         store = self.prompt_cache
+        start, state = 0, None
         if store is not None:
-            hit = store.get(prompt)
+            hit = store.get(prompt, cuts)
             if hit is not None:
                 return hit
-        cache, last = prompt_state(self.kernel, prompt)
+            prefix = store.get_prefix(prompt, cuts) if cuts else None
+            if prefix is not None:
+                start, state = prefix
+        cache, last = prompt_state(self.kernel, prompt, cuts, start=start, cache=state)
         if store is not None and len(prompt) <= store.max_tokens:
             # The kept copy is never extended; ``last`` is cloned so it does not pin all the states.
             last = last.clone()
-            store.put(prompt, copy.deepcopy(cache), last)
+            store.put(prompt, copy.deepcopy(cache), last, cuts, prefixes=croppable(cache))
         return cache, last
 
     def _score_padded(self, encoded: list[Encoded]) -> list[ContinuationScore]:
@@ -241,6 +277,15 @@ class PackedScorer:
             result.append(flat[pos : pos + n])
             pos += n
         return result
+
+
+def croppable(cache: Any) -> bool:
+    """Whether every layer of ``cache`` keeps all positions (transformers' plain ``DynamicLayer``), so
+    a cut of it to its first positions is their state; a sliding-window layer keeps only the last ones."""
+    from transformers.cache_utils import DynamicLayer
+
+    layers: list[Any] = list(getattr(cache, "layers", None) or ())
+    return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
 
 
 def _result(e: Encoded, logprobs: list[float]) -> ContinuationScore:

@@ -6,6 +6,11 @@ and the ungrounded answer of one row, two systems' answers to one question). Sco
 ``n`` tokens after a ``p``-token prompt then costs ``p + k * n`` token positions instead of
 ``k * (p + n)``.
 
+A prompt declared in segments (:attr:`ScoreRequest.splits <ragsense.models.ScoreRequest.splits>`)
+runs one pass per segment, each on the KV state of the ones before (:func:`prompt_state`), whether or
+not a cached state of its first segments exists, so reuse never changes a bit
+(:mod:`~ragsense.models._hf_prompt_cache`).
+
 Exactness: with causal attention, position ``i``'s state depends only on tokens ``0..i``, so the
 states a continuation gets on the prompt's KV state are those of one pass over prompt + continuation;
 the results differ from the padded pass's only by floating-point summation order (about 1e-6 in a
@@ -25,15 +30,36 @@ if TYPE_CHECKING:
 # Packed scoring shares a prompt between requests only from this many prompt tokens on: below it the
 # extra forward calls cost more than the positions they save.
 MIN_SHARED_PROMPT = 32
+# A prompt's pass is cut at a declared split only this many tokens after the previous cut (or the
+# start): one thread runs an 800-token prompt in segments of 256, 128, 64 and 32 tokens 1.02x, 1.11x,
+# 1.24x and 1.52x as long as in one piece (each pass has a fixed cost; benchmarks/bench_prefix_reuse.py
+# --segment-sizes). Documents shorter than this share their pass only in groups.
+MIN_SEGMENT = 128
 # Cached tokens one batched continuation pass of packed scoring may hold (46 KB a token for SmolLM2:
 # 8192 tokens are about 380 MB).
 SCORE_KV_TOKENS = 8192
 
 
-def prompt_state(kernel: LogprobKernel, prompt_ids: Sequence[int]) -> tuple[Any, Any]:
-    """``(KV cache, last state)`` after one pass over ``prompt_ids``; call under inference mode."""
+def prompt_state(
+    kernel: LogprobKernel,
+    prompt_ids: Sequence[int],
+    cuts: Sequence[int] = (),
+    *,
+    start: int = 0,
+    cache: Any = None,
+) -> tuple[Any, Any]:
+    """``(KV cache, last state)`` after ``prompt_ids``, run as one pass per segment (the segments cut
+    at ``cuts``, token positions). With ``cache`` holding the first ``start`` positions (``start``
+    one of ``cuts``) only the later segments run: the same passes as from the start, so the same
+    bits. Call under inference mode."""
     torch = kernel.torch
-    states, cache = kernel.forward(torch.tensor([list(prompt_ids)], dtype=torch.long))
+    ends = [c for c in cuts if start < c < len(prompt_ids)] + [len(prompt_ids)]
+    states = None
+    for end in ends:
+        segment = torch.tensor([list(prompt_ids[start:end])], dtype=torch.long)
+        states, cache = kernel.forward(segment, cache)
+        start = end
+    assert states is not None, "an empty prompt has no state"
     return cache, states[0, -1:]
 
 

@@ -35,10 +35,22 @@ class ScoreRequest:
 
     Joint tokenization is what OpenAI-compatible servers do with ``echo=True``, which is why server
     and local scores agree.
+
+    ``splits`` are optional character positions in ``prompt`` where other prompts may share its
+    leading part (ConSens declares the end of each context document, so leave-one-out prompts share
+    the documents before the one they drop). The transformers backend runs the prompt pass in
+    segments cut at the tokens that start exactly at these positions (a position inside a token is
+    dropped), always, so a prompt whose first segments another prompt already ran starts from that
+    state with bit-identical results. Other backends ignore them.
     """
 
     prompt: str
     continuation: str
+    splits: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if any(not 0 <= s <= len(self.prompt) for s in self.splits):
+            raise ValueError(f"splits must lie in the prompt (0 to {len(self.prompt)}): {self.splits}")
 
 
 @dataclass(frozen=True)
