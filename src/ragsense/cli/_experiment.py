@@ -89,7 +89,9 @@ def add_parser(sub: Any) -> None:
         help="the windows study: at most this many windows per row (default 4)",
     )
     distractors.add_argument(
-        "--windows-ks", default="0,20", help="the k at which the windows study runs ('' for none; default 0,20)"
+        "--windows-ks",
+        default="0,20",
+        help="the k at which the windows study runs ('' for none; default 0,20)",
     )
     parser.set_defaults(run=run)
 

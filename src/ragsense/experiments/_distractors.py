@@ -126,8 +126,11 @@ def relevance_windows(
 
     >>> count = lambda s: len(s.split())
     >>> docs = ["Paris is in France.", "Bananas are yellow fruit.", "Berlin is the capital of Germany."]
-    >>> relevance_windows(docs, "What is the capital of Germany? Berlin.", 6, count, 3)
-    [[(2, 'Berlin is the capital of Germany.')], [(0, 'Paris is in France.')], [(1, 'Bananas are yellow fruit.')]]
+    >>> for window in relevance_windows(docs, "What is the capital of Germany? Berlin.", 6, count, 3):
+    ...     print(window)
+    [(2, 'Berlin is the capital of Germany.')]
+    [(0, 'Paris is in France.')]
+    [(1, 'Bananas are yellow fruit.')]
     >>> len(relevance_windows(docs, "capital", 100, count, 3))
     1
     """
@@ -224,7 +227,7 @@ def score_windows_cell(
     scores: list[float] = []
     per_item: list[dict[str, Any]] = []
     start = 0
-    for p, label, answer, docs, own, windows in rows:
+    for p, label, _answer, docs, own, windows in rows:
         mine = results[start : start + len(windows)]
         start += len(windows)
         score, each = combine_windows(mine)
