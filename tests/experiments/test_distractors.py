@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from ragsense.cli._experiment import _full_ks
-from ragsense.consens import GroundingResult, GroundingScorer
+from ragsense.consens import GroundingResult, GroundingScorer, relevance_windows
 from ragsense.consens._select import select_context, split_sentences
 from ragsense.errors import ParameterError
 from ragsense.experiments import load_pairs, split_parts, with_distractors
-from ragsense.experiments._distractors import combine_windows, consens_distractors, relevance_windows
+from ragsense.experiments._distractors import combine_windows, consens_distractors
 from ragsense.models import load_model
 
 Q = "Who designed the Elm bridge?"

@@ -31,21 +31,23 @@ import gzip
 import json
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragsense.consens import ConSens, GroundingResult
-from ragsense.consens._math import consens_from_word_nll
-from ragsense.consens._prompt import PromptTemplate
-from ragsense.consens._scorer import DEFAULT_AGGREGATION
-from ragsense.consens._select import _greedy, _ranking, split_sentences
+from ragsense.consens import (
+    DEFAULT_AGGREGATION,
+    ConSens,
+    GroundingResult,
+    PromptTemplate,
+    consens_from_word_nll,
+    relevance_windows,
+)
 from ragsense.data import load_halueval, load_wikieval
 from ragsense.errors import ParameterError
 from ragsense.evaluation import evaluate
 from ragsense.experiments._figures import contrast, length_baseline
 from ragsense.models import LanguageModel
-from ragsense.rag import BM25
 from ragsense.stats import roc_auc
 from ragsense.text import unsupported_share
 
@@ -108,63 +110,6 @@ def with_distractors(pair: Pair, pool: Sequence[Pair], k: int, seed: int) -> tup
     docs = [(d, True) for d in pair.documents] + [(d, False) for d in drawn]
     rng.shuffle(docs)
     return [d for d, _ in docs], [i for i, (_, own) in enumerate(docs) if own]
-
-
-def relevance_windows(
-    documents: Sequence[str],
-    query: str,
-    budget: int,
-    count_tokens: Callable[[str], int],
-    max_windows: int,
-    *,
-    separator: str = "\n\n",
-) -> list[list[tuple[int, str]]]:
-    """Up to ``max_windows`` windows of ``(document index, text)`` parts, each within ``budget``
-    tokens: the first is the relevance window of :func:`ragsense.consens._select.select_context`
-    (the same units, the same greedy BM25 order), each next one is packed the same way from the
-    units left over. A context that fits the budget is one window.
-
-    >>> count = lambda s: len(s.split())
-    >>> docs = ["Paris is in France.", "Bananas are yellow fruit.", "Berlin is the capital of Germany."]
-    >>> for window in relevance_windows(docs, "What is the capital of Germany? Berlin.", 6, count, 3):
-    ...     print(window)
-    [(2, 'Berlin is the capital of Germany.')]
-    [(0, 'Paris is in France.')]
-    [(1, 'Bananas are yellow fruit.')]
-    >>> len(relevance_windows(docs, "capital", 100, count, 3))
-    1
-    """
-    if count_tokens(separator.join(documents)) <= budget:
-        return [list(enumerate(documents))]
-    sep_cost = max(count_tokens(separator), 0)
-    costs = [count_tokens(d) for d in documents]
-    ranking = _ranking(BM25(list(documents)).scores(query))
-    units: list[tuple[int, str]]
-    sentences = costs[ranking[0]] > budget
-    if not sentences:
-        units = list(enumerate(documents))
-    else:  # as select_context: the best document alone is over the budget, so sentences
-        units = [(d, s) for d, doc in enumerate(documents) for s in split_sentences(doc)]
-        texts = [s for _, s in units]
-        costs = [count_tokens(" " + s) for s in texts]
-        ranking = _ranking(BM25(texts).scores(query))
-    windows: list[list[tuple[int, str]]] = []
-    left = ranking
-    while left and len(windows) < max_windows:
-        taken = _greedy(costs, left, budget, sep_cost)
-        if not taken:
-            break
-        parts: list[tuple[int, str]] = []
-        for i in taken:
-            doc, text = units[i]
-            if sentences and parts and parts[-1][0] == doc:
-                parts[-1] = (doc, parts[-1][1] + " " + text)  # a document's sentences stay one part
-            else:
-                parts.append((doc, text))
-        windows.append(parts)
-        chosen = set(taken)
-        left = [i for i in left if i not in chosen]
-    return windows or [list(enumerate(documents))]  # nothing fits: the scorer cuts it as usual
 
 
 def combine_windows(results: Sequence[GroundingResult]) -> tuple[float, list[float]]:
