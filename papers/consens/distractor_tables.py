@@ -2,12 +2,13 @@
 
     python -m papers.consens.distractor_tables docs/results/consens/distractors
 
-Reads ``consens-distractors.json`` (the run that chose the budget on the development half and
-reported on the other) and any ``consens-distractors-*.json`` beside it (later runs at the chosen
-budget, e.g. more k), and the per-item ``report-*.jsonl.gz`` for the paired tests (DeLong, on the
-same report pairs): the windows study and the tail cut against the relevance window at the same k,
-and the relevance window at k against the clean context read whole (k = 0, full). No figure is
-copied by hand.
+Reads the development half's per-item scores (``dev-<set>-k20-b<budget>.jsonl.gz``, and
+``dev-<set>-k20-windows-b<budget>.jsonl.gz`` for the windows study) and applies the pre-registered
+rules to them (``choose_budget``, ``windows_win``: the experiment's own functions); then the report
+runs (``consens-distractors*.json``, all at the chosen budget) and their per-item
+``report-*.jsonl.gz`` for the paired tests (DeLong, on the same report pairs): the windows study and
+the tail cut against the relevance window at the same k, and each against the clean context read
+whole (k = 0, full). No figure is copied by hand.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ragsense.experiments import delong_against
+from ragsense.experiments import choose_budget, contrast, delong_against, windows_win
 
 SETS = {
     "wikieval": "WikiEval (grounded vs ungrounded answer)",
@@ -57,45 +58,76 @@ def _delong(reference: dict[str, float], other: dict[str, float]) -> str:
     return f"{test['difference']:+.3f} (DeLong p {test['p_value']:.2g})"
 
 
+def _dev_cell(path: Path) -> dict[str, Any]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        items = [json.loads(line) for line in fh]
+    pos, neg = _pairs({i["id"]: i["consens"] for i in items})
+    figures = contrast(pos, neg)
+    read = [any(o in i["kept_documents"] for o in i["own_documents"]) for i in items]
+    return {"auroc": figures["auroc"], "auroc_ci95": figures["auroc_ci95"], "read": sum(read) / len(read)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("folder", type=Path)
+    parser.add_argument("--dev-k", type=int, default=20)
+    parser.add_argument("--tolerance", type=float, default=0.01)
     args = parser.parse_args()
     folder: Path = args.folder
-    main_run = json.loads((folder / "consens-distractors.json").read_text())
-    later = sorted(folder.glob("consens-distractors-*.json"))
-    runs = [main_run] + [json.loads(p.read_text()) for p in later]
-    budget = main_run["budget"]
-    assert all(r["budget"] == budget for r in runs), "every run reads at the chosen budget"
-    n = main_run["pairs_per_part"]
+    runs = [json.loads(p.read_text()) for p in sorted(folder.glob("consens-distractors*.json"))]
+    budget = runs[0]["budget"]
+    assert all(r["budget"] == budget for r in runs), "every report run reads at one budget"
+    n = runs[0]["pairs_per_part"]
 
-    dev = main_run.get("dev")
+    dev: dict[str, dict[int, dict[str, Any]]] = {}
+    windows: dict[str, dict[str, Any]] = {}
+    for name in SETS:
+        for path in sorted(folder.glob(f"dev-{name}-k{args.dev_k}-b*.jsonl.gz")):
+            dev.setdefault(name, {})[int(path.name.split("-b")[-1].split(".")[0])] = _dev_cell(path)
+        path = folder / f"dev-{name}-k{args.dev_k}-windows-b{budget}.jsonl.gz"
+        if path.exists():
+            windows[name] = _dev_cell(path)
     if dev:
-        print(f"**Development half, k = 20, {n} pairs per set** (`{main_run['budget_rule']}`)\n")
+        chosen = choose_budget(
+            {s: {b: c["auroc"] for b, c in d.items()} for s, d in dev.items()}, args.tolerance
+        )
+        assert chosen == budget, f"the development half chooses {chosen}, the report runs read {budget}"
+        print(f"**Development half, k = {args.dev_k}, {n} pairs per set**\n")
         print(
             "| context | WikiEval AUROC | own document read | HaluEval AUROC | own document read "
-            "| mean AUROC | rows/s WikiEval / HaluEval |"
+            "| mean AUROC |"
         )
-        print("|---|---|---|---|---|---|---|")
-        for key in dev["wikieval"]:
-            w, h = dev["wikieval"][key], dev["halueval"][key]
-            label = (
-                f"windows (up to {main_run['max_windows']} of {budget} tokens)"
-                if key.startswith("windows")
-                else f"relevance window, {key} tokens"
+        print("|---|---|---|---|---|---|")
+        labels = [
+            (f"relevance window, {b} tokens", {s: dev[s][b] for s in dev}) for b in sorted(dev["wikieval"])
+        ]
+        if len(windows) == len(dev):
+            labels.append(
+                (f"windows: up to {runs[0]['max_windows']} of {budget} tokens, each word's best", windows)
             )
+        for label, cells in labels:
+            w, h = cells["wikieval"], cells["halueval"]
             print(
-                f"| {label} | {_cell(w)} | {w['own_document_kept']:.0%} | {_cell(h)} | "
-                f"{h['own_document_kept']:.0%} | {(w['auroc'] + h['auroc']) / 2:.4f} | "
-                f"{w['rows_per_s']:.2f} / {h['rows_per_s']:.2f} |"
+                f"| {label} | {_cell(w)} | {w['read']:.0%} | {_cell(h)} | {h['read']:.0%} | "
+                f"{(w['auroc'] + h['auroc']) / 2:.4f} |"
             )
         print(
-            f"\nChosen budget: **{budget} tokens**. Windows study wins on the development half: "
-            f"**{'yes' if main_run.get('windows_win_dev') else 'no'}** "
-            f"(`{main_run.get('windows_rule', '')}`).\n"
+            f"\nRule: the smallest budget whose mean AUROC is within {args.tolerance} of the best: "
+            f"**{budget} tokens**."
         )
+        if len(windows) == len(dev):
+            won = windows_win(
+                {s: dev[s][budget]["auroc"] for s in dev},
+                {s: c["auroc"] for s, c in windows.items()},
+                args.tolerance,
+            )
+            print(
+                f"Rule: the windows win when their mean AUROC exceeds the single window's by more than "
+                f"{args.tolerance}: **{'yes' if won else 'no'}**."
+            )
+        print()
 
     for name, title in SETS.items():
         rows: dict[int, dict[str, Any]] = {}
@@ -103,7 +135,7 @@ def main() -> None:
             for key, row in run.get(name, {}).items():
                 if key.startswith("k="):
                     rows.setdefault(int(key[2:]), {}).update(row)
-        length = main_run[name]["baseline_answer_length"]
+        length = next(r[name]["baseline_answer_length"] for r in runs if name in r)
         print(
             f"**{title}, report half, {n} pairs ({2 * n} rows) per k, budget {budget}; "
             f"answer-length baseline {length:.3f}**\n"

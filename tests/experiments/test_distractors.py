@@ -114,3 +114,14 @@ def test_full_ks_per_set() -> None:
     assert _full_ks("0,5") == (0, 5)
     with pytest.raises(ParameterError):
         _full_ks("wikieval:0 :5")
+
+
+def test_one_set_at_a_given_budget_and_unknown_sets_refused(shared_data: Path) -> None:
+    del shared_data
+    figures = consens_distractors(
+        model=load_model("fake"), limit=2, ks=(0,), budget=64, sets=("halueval",), windows_ks=()
+    )
+    assert "wikieval" not in figures and "dev" not in figures and figures["budget"] == 64
+    assert set(figures["halueval"]["k=0"]) == {"budget", "tail", "full", "baseline_lexical_support"}
+    with pytest.raises(ParameterError):
+        consens_distractors(model=load_model("fake"), sets=("squad",))

@@ -83,6 +83,11 @@ def add_parser(sub: Any) -> None:
         "'wikieval:0 halueval:0,5,20'",
     )
     distractors.add_argument(
+        "--sets",
+        default="wikieval,halueval",
+        help="the data sets (default wikieval,halueval; the budget rule reads both)",
+    )
+    distractors.add_argument(
         "--max-windows",
         type=positive_int,
         default=4,
@@ -144,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
             "budget": args.context_budget,
             "max_windows": args.max_windows,
             "windows_ks": _ints(args.windows_ks, "--windows-ks"),
+            "sets": tuple(x.strip() for x in args.sets.split(",") if x.strip()),
         }
         if args.full_ks is not None:
             options["full_ks"] = _full_ks(args.full_ks)

@@ -51,6 +51,7 @@ from ragsense.models import LanguageModel
 from ragsense.stats import roc_auc
 from ragsense.text import unsupported_share
 
+SETS = ("wikieval", "halueval")
 KS = (0, 5, 10, 20, 40)
 BUDGETS = (128, 256, 384, 512)
 CONDITIONS = ("budget", "tail", "full")
@@ -301,10 +302,10 @@ def _write(out: str | None, name: str, records: list[dict[str, Any]]) -> None:
             fh.write((json.dumps(rec, allow_nan=False, sort_keys=True) + "\n").encode("utf-8"))
 
 
-def _choose_budget(dev: dict[str, dict[int, float]], tolerance: float) -> int:
+def choose_budget(dev: dict[str, dict[int, float]], tolerance: float) -> int:
     """The smallest budget whose mean AUROC over the sets is within ``tolerance`` of the best.
 
-    >>> _choose_budget({"a": {256: 0.80, 512: 0.86, 1024: 0.87}, "b": {256: 0.9, 512: 0.9, 1024: 0.9}}, 0.01)
+    >>> choose_budget({"a": {256: 0.80, 512: 0.86, 1024: 0.87}, "b": {256: 0.9, 512: 0.9, 1024: 0.9}}, 0.01)
     512
     """
     budgets = sorted(next(iter(dev.values())))
@@ -313,13 +314,13 @@ def _choose_budget(dev: dict[str, dict[int, float]], tolerance: float) -> int:
     return min(b for b in budgets if mean[b] >= best - tolerance)
 
 
-def _windows_win(single: dict[str, float], windows: dict[str, float], tolerance: float) -> bool:
+def windows_win(single: dict[str, float], windows: dict[str, float], tolerance: float) -> bool:
     """Whether the windows' mean AUROC over the sets exceeds the single window's by more than
     ``tolerance`` (the pre-registered rule; development half only).
 
-    >>> _windows_win({"a": 0.80, "b": 0.90}, {"a": 0.83, "b": 0.90}, 0.01)
+    >>> windows_win({"a": 0.80, "b": 0.90}, {"a": 0.83, "b": 0.90}, 0.01)
     True
-    >>> _windows_win({"a": 0.80, "b": 0.90}, {"a": 0.81, "b": 0.90}, 0.01)
+    >>> windows_win({"a": 0.80, "b": 0.90}, {"a": 0.81, "b": 0.90}, 0.01)
     False
     """
     gain = sum(windows.values()) / len(windows) - sum(single.values()) / len(single)
@@ -338,7 +339,7 @@ def consens_distractors(
     budget: int | None = None,
     dev_k: int = 20,
     full_ks: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
-    sets: Sequence[str] = ("wikieval", "halueval"),
+    sets: Sequence[str] = SETS,
     tolerance: float = 0.01,
     max_windows: int = MAX_WINDOWS,
     windows_ks: Sequence[int] = WINDOWS_KS,
@@ -350,6 +351,9 @@ def consens_distractors(
     with ``budget`` given, the development half is skipped for it too)."""
     if data is not None:
         raise ParameterError("reads WikiEval and HaluEval-dev from the shared data folder", parameter="data")
+    unknown = [name for name in sets if name not in SETS]
+    if unknown or not sets:
+        raise ParameterError(f"data sets are {', '.join(SETS)}, got {list(sets)}", parameter="sets")
     n = 25 if limit is None else limit
     started = time.perf_counter()
     parts = {name: split_parts(load_pairs(name), seed) for name in sets}
@@ -369,7 +373,7 @@ def consens_distractors(
                 dev[name][b] = cell["auroc"]
                 figures.setdefault("dev", {}).setdefault(name, {})[str(b)] = cell
                 _write(out, f"dev-{name}-k{dev_k}-b{b}", dev_items)
-        budget = _choose_budget(dev, tolerance)
+        budget = choose_budget(dev, tolerance)
         figures["budget_rule"] = (
             f"smallest budget with mean dev AUROC at k={dev_k} within {tolerance} of the best"
         )
@@ -385,7 +389,7 @@ def consens_distractors(
                 f"windows win when their mean dev AUROC at k={dev_k} and the chosen budget exceeds the "
                 f"single relevance window's by more than {tolerance}"
             )
-            figures["windows_win_dev"] = _windows_win(
+            figures["windows_win_dev"] = windows_win(
                 {name: dev[name][budget] for name in sets}, windows_dev, tolerance
             )
     figures["budget"] = budget
