@@ -35,17 +35,38 @@ def _cell(cell: dict[str, Any] | None) -> str:
     return f"{cell['auroc']:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
-def _items(folder: Path, name: str, k: int) -> dict[str, dict[str, float]]:
-    """``{condition: {row id: score}}`` of the report half at ``k``."""
-    out: dict[str, dict[str, float]] = {}
-    path = folder / f"report-{name}-k{k}.jsonl.gz"
-    if not path.exists():
-        return out
+def _records(path: Path) -> list[dict[str, Any]]:
     with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            rec = json.loads(line)
-            out.setdefault(rec["condition"], {})[rec["id"]] = rec["consens"]
+        return [json.loads(line) for line in fh]
+
+
+def _items(folder: Path, name: str, k: int) -> dict[str, list[dict[str, Any]]]:
+    """``{condition: per-item records}`` of the report half at ``k``."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    path = folder / f"report-{name}-k{k}.jsonl.gz"
+    for rec in _records(path) if path.exists() else []:
+        out.setdefault(rec["condition"], []).append(rec)
     return out
+
+
+def _scores(items: list[dict[str, Any]]) -> dict[str, float]:
+    return {i["id"]: i["consens"] for i in items}
+
+
+def _figures(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """AUROC with its paired bootstrap interval, the share of rows that read their own document,
+    the lexical-support baseline and the windows per row, from per-item records."""
+    pos, neg = _pairs(_scores(items))
+    figures = contrast(pos, neg)
+    read = [any(o in i["kept_documents"] for o in i["own_documents"]) for i in items]
+    lexical = _pairs({i["id"]: i["lexical_support"] for i in items})
+    return {
+        "auroc": figures["auroc"],
+        "auroc_ci95": figures["auroc_ci95"],
+        "read": sum(read) / len(read),
+        "lexical": contrast(*lexical)["auroc"],
+        "windows_per_row": sum(len(i.get("windows", [[]])) for i in items) / len(items),
+    }
 
 
 def _pairs(scores: dict[str, float]) -> tuple[list[float], list[float]]:
@@ -53,18 +74,13 @@ def _pairs(scores: dict[str, float]) -> tuple[list[float], list[float]]:
     return [scores[f"{i}:pos"] for i in ids], [scores[f"{i}:neg"] for i in ids]
 
 
-def _delong(reference: dict[str, float], other: dict[str, float]) -> str:
-    test = delong_against(_pairs(reference), {"other": _pairs(other)})["other"]
+def _delong(reference: list[dict[str, Any]], other: list[dict[str, Any]]) -> str:
+    test = delong_against(_pairs(_scores(reference)), {"other": _pairs(_scores(other))})["other"]
     return f"{test['difference']:+.3f} (DeLong p {test['p_value']:.2g})"
 
 
 def _dev_cell(path: Path) -> dict[str, Any]:
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        items = [json.loads(line) for line in fh]
-    pos, neg = _pairs({i["id"]: i["consens"] for i in items})
-    figures = contrast(pos, neg)
-    read = [any(o in i["kept_documents"] for o in i["own_documents"]) for i in items]
-    return {"auroc": figures["auroc"], "auroc_ci95": figures["auroc_ci95"], "read": sum(read) / len(read)}
+    return _figures(_records(path))
 
 
 def main() -> None:
@@ -130,15 +146,24 @@ def main() -> None:
         print()
 
     for name, title in SETS.items():
-        rows: dict[int, dict[str, Any]] = {}
+        # rows/s and the answer-length baseline from the runs' figures; the rest from the items.
+        speed: dict[int, dict[str, float]] = {}
+        lengths = []
         for run in runs:
+            if name in run:
+                lengths.append(run[name]["baseline_answer_length"])
             for key, row in run.get(name, {}).items():
                 if key.startswith("k="):
-                    rows.setdefault(int(key[2:]), {}).update(row)
-        length = next(r[name]["baseline_answer_length"] for r in runs if name in r)
+                    for c in CONDITIONS:
+                        if c in row:
+                            speed.setdefault(int(key[2:]), {})[c] = row[c]["rows_per_s"]
+        ks = sorted(
+            int(p.name.split("-k")[-1].split(".")[0]) for p in folder.glob(f"report-{name}-k*.jsonl.gz")
+        )
+        length = f"{lengths[0]:.3f}" if lengths else "not saved"
         print(
             f"**{title}, report half, {n} pairs ({2 * n} rows) per k, budget {budget}; "
-            f"answer-length baseline {length:.3f}**\n"
+            f"answer-length baseline {length}**\n"
         )
         print(
             "| k | relevance window | tail cut at the budget | full context | windows (each word's best) "
@@ -146,38 +171,38 @@ def main() -> None:
             "| own document read (window / tail / windows) |"
         )
         print("|---|---|---|---|---|---|---|---|")
-        for k in sorted(rows):
-            row = rows[k]
-            speed = " / ".join(f"{row[c]['rows_per_s']:.2f}" if c in row else "-" for c in CONDITIONS)
+        cells = {k: {c: _figures(v) for c, v in _items(folder, name, k).items()} for k in ks}
+        for k in ks:
+            row = cells[k]
+            rates = " / ".join(f"{speed[k][c]:.2f}" if c in speed.get(k, {}) else "-" for c in CONDITIONS)
             read = " / ".join(
-                f"{row[c]['own_document_kept']:.0%}" if c in row else "-"
-                for c in ("budget", "tail", "windows")
+                f"{row[c]['read']:.0%}" if c in row else "-" for c in ("budget", "tail", "windows")
             )
             print(
                 f"| {k} | {_cell(row.get('budget'))} | {_cell(row.get('tail'))} | {_cell(row.get('full'))} | "
-                f"{_cell(row.get('windows'))} | {row['baseline_lexical_support']:.3f} | {speed} | {read} |"
+                f"{_cell(row.get('windows'))} | {row['budget']['lexical']:.3f} | {rates} | {read} |"
             )
         print()
         clean = _items(folder, name, 0).get("full")
-        for k in sorted(rows):
+        for k in ks:
             items = _items(folder, name, k)
-            if "budget" not in items:
-                continue
             parts = []
             if clean:
                 parts.append(f"window - clean (k = 0, full) {_delong(items['budget'], clean)}")
             for other in ("windows", "tail"):
                 if other in items:
                     parts.append(f"window - {other} {_delong(items['budget'], items[other])}")
-            if "windows" in items and clean:
-                parts.append(f"windows - clean {_delong(items['windows'], clean)}")
-            if "windows" in rows[k] and "budget" in rows[k]:
-                ratio = rows[k]["windows"]["rows_per_s"] / rows[k]["budget"]["rows_per_s"]
+            if "windows" in items:
+                if clean:
+                    parts.append(f"windows - clean {_delong(items['windows'], clean)}")
+                best = {i["id"]: max(i["window_consens"]) for i in items["windows"]}
                 parts.append(
-                    f"windows per row {rows[k]['windows']['windows_per_row']:.2f}, rows/s windows / window "
-                    f"{ratio:.2f}x; the best single window's score (no rule chose it) "
-                    f"{rows[k]['windows']['auroc_best_window_score']:.3f}"
+                    f"windows per row {cells[k]['windows']['windows_per_row']:.2f}; the best single "
+                    f"window's score (no rule chose it) {contrast(*_pairs(best))['auroc']:.3f}"
                 )
+                if {"windows", "budget"} <= set(speed.get(k, {})):
+                    ratio = speed[k]["windows"] / speed[k]["budget"]
+                    parts.append(f"rows/s windows / window {ratio:.2f}x")
             print(f"- {name} k = {k}: " + "; ".join(parts))
         print()
 
