@@ -193,9 +193,7 @@ def score_windows_cell(
                 "windows": [[d for d, _ in parts] for parts in windows],
                 "kept_documents": read,
                 "truncated_windows": sum(r.truncated for r in mine),
-                "lexical_support": -unsupported_share(
-                    [w.word for w in mine[0].words], docs
-                ),
+                "lexical_support": -unsupported_share([w.word for w in mine[0].words], docs),
             }
         )
     figures = contrast(scores[0::2], scores[1::2])
