@@ -1,6 +1,6 @@
 """Rows/s of ConSens on many-document rows: the relevance window against today's full-context pass.
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.bench_rows --pairs 6 --budget 256 \\
+    OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.bench_rows --pairs 6 --budget 128 \\
         --out docs/results/speed/bench_rows.json
 
 On the report half of HaluEval-dev (``--set``; the split and the distractors of
@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--set", default="halueval", choices=("halueval", "wikieval"))
     parser.add_argument("--pairs", type=int, default=6)
-    parser.add_argument("--budget", type=int, default=256)
+    parser.add_argument("--budget", type=int, default=128)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", help="write the JSON here too")

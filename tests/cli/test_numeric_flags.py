@@ -56,6 +56,7 @@ REFUSED = [
     (["evaluate", "--sample", "--model", "fake", "--engine", "ray"], "--workers", "0"),
     (["experiment", "consens-wikieval", "--model", "fake"], "--limit", "0"),
     (["experiment", "consens-wikieval", "--model", "fake"], "--seed", "-1"),
+    (["experiment", "consens-distractors", "--model", "fake"], "--max-windows", "0"),
     (["calibrate", "rows.jsonl", "-o", "bands.json"], "--target-precision", "1.5"),
     (["bench", "kinship", "--out", "k"], "--distractors", "inf"),
 ]

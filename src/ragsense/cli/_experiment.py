@@ -78,7 +78,25 @@ def add_parser(sub: Any) -> None:
         help="use this budget (default: choose it on the development half)",
     )
     distractors.add_argument(
-        "--full-ks", help="the k at which the slow full-context pass runs (default: every k)"
+        "--full-ks",
+        help="the k at which the slow full-context pass runs (default: every k); per set: "
+        "'wikieval:0 halueval:0,5,20'",
+    )
+    distractors.add_argument(
+        "--sets",
+        default="wikieval,halueval",
+        help="the data sets (default wikieval,halueval; the budget rule reads both)",
+    )
+    distractors.add_argument(
+        "--max-windows",
+        type=positive_int,
+        default=4,
+        help="the windows study: at most this many windows per row (default 4)",
+    )
+    distractors.add_argument(
+        "--windows-ks",
+        default="0,20",
+        help="the k at which the windows study runs ('' for none; default 0,20)",
     )
     parser.set_defaults(run=run)
 
@@ -126,9 +144,15 @@ def run(args: argparse.Namespace) -> int:
             },
         }
     if args.name == "consens-distractors":
-        options = {"ks": _ints(args.ks, "--ks"), "budget": args.context_budget}
+        options = {
+            "ks": _ints(args.ks, "--ks"),
+            "budget": args.context_budget,
+            "max_windows": args.max_windows,
+            "windows_ks": _ints(args.windows_ks, "--windows-ks"),
+            "sets": tuple(x.strip() for x in args.sets.split(",") if x.strip()),
+        }
         if args.full_ks is not None:
-            options["full_ks"] = _ints(args.full_ks, "--full-ks")
+            options["full_ks"] = _full_ks(args.full_ks)
     if args.adherence_only:
         if args.name != "vera-wikieval":
             raise ParameterError("only vera-wikieval has an adherence-only run", parameter="--adherence-only")
@@ -153,3 +177,22 @@ def _ints(text: str, flag: str) -> tuple[int, ...]:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise ParameterError(f"comma-separated whole numbers, got {text!r}", parameter=flag) from None
+
+
+def _full_ks(text: str) -> tuple[int, ...] | dict[str, tuple[int, ...]]:
+    """``--full-ks``: ``0,5`` for every set, or ``wikieval:0 halueval:0,5,20`` per set.
+
+    >>> _full_ks("wikieval:0 halueval:0,5")
+    {'wikieval': (0,), 'halueval': (0, 5)}
+    >>> _full_ks("0,5")
+    (0, 5)
+    """
+    if ":" not in text:
+        return _ints(text, "--full-ks")
+    per_set: dict[str, tuple[int, ...]] = {}
+    for part in text.split():
+        name, sep, ks = part.partition(":")
+        if not sep or not name:
+            raise ParameterError(f"per set as NAME:K,K ..., got {part!r}", parameter="--full-ks")
+        per_set[name] = _ints(ks, "--full-ks")
+    return per_set

@@ -50,6 +50,7 @@ from ragsense.consens._scorer import (
     default_bands,
     verdict,
 )
+from ragsense.consens._select import relevance_windows
 from ragsense.consens._verdicts import BANDS_FORMAT, VERDICTS, Bands, resolve_bands, weakest_words
 
 __all__ = [
@@ -89,6 +90,7 @@ __all__ = [
     "floored",
     "grounded_edge",
     "log_mean_perplexity",
+    "relevance_windows",
     "resolve_bands",
     "row_features",
     "stratified_folds",

@@ -7,7 +7,8 @@ question and the answer as the query, and joins them in their original order unt
 full. A document too long to fit is skipped for the next one; when even the best-ranked document does
 not fit (one long document), the same is done with sentences of all documents. Cutting the tail
 instead drops whatever comes last, which in a retrieved list is often the supporting document
-(docs/results.md, "Distractor documents").
+(docs/results.md, "Distractor documents"). :func:`relevance_windows` packs the context into several
+such windows (the ``consens-distractors`` experiment's windows study).
 
 BM25 rather than MiniLM: it costs no model pass, reads every word of a long document (MiniLM reads
 256 tokens), and ties the choice to the answer's exact words, which is what the score then reads.
@@ -227,3 +228,60 @@ def select_context(
     dropped = [i for i in range(len(documents)) if i not in kept]
     context = separator.join(t for _, t in parts)
     return Selection(parts, separator, dropped, max(total - count_tokens(context), 0), unit)
+
+
+def relevance_windows(
+    documents: Sequence[str],
+    query: str,
+    budget: int,
+    count_tokens: Callable[[str], int],
+    max_windows: int,
+    *,
+    separator: str = "\n\n",
+) -> list[list[tuple[int, str]]]:
+    """Up to ``max_windows`` windows of ``(document index, text)`` parts, each within ``budget``
+    tokens: the first is the relevance window of :func:`select_context`
+    (the same units, the same greedy BM25 order), each next one is packed the same way from the
+    units left over. A context that fits the budget is one window.
+
+    >>> count = lambda s: len(s.split())
+    >>> docs = ["Paris is in France.", "Bananas are yellow fruit.", "Berlin is the capital of Germany."]
+    >>> for window in relevance_windows(docs, "What is the capital of Germany? Berlin.", 6, count, 3):
+    ...     print(window)
+    [(2, 'Berlin is the capital of Germany.')]
+    [(0, 'Paris is in France.')]
+    [(1, 'Bananas are yellow fruit.')]
+    >>> len(relevance_windows(docs, "capital", 100, count, 3))
+    1
+    """
+    if count_tokens(separator.join(documents)) <= budget:
+        return [list(enumerate(documents))]
+    sep_cost = max(count_tokens(separator), 0)
+    costs = [count_tokens(d) for d in documents]
+    ranking = _ranking(BM25(list(documents)).scores(query))
+    units: list[tuple[int, str]]
+    sentences = costs[ranking[0]] > budget
+    if not sentences:
+        units = list(enumerate(documents))
+    else:  # as select_context: the best document alone is over the budget, so sentences
+        units = [(d, s) for d, doc in enumerate(documents) for s in split_sentences(doc)]
+        texts = [s for _, s in units]
+        costs = [count_tokens(" " + s) for s in texts]
+        ranking = _ranking(BM25(texts).scores(query))
+    windows: list[list[tuple[int, str]]] = []
+    left = ranking
+    while left and len(windows) < max_windows:
+        taken = _greedy(costs, left, budget, sep_cost)
+        if not taken:
+            break
+        parts: list[tuple[int, str]] = []
+        for i in taken:
+            doc, text = units[i]
+            if sentences and parts and parts[-1][0] == doc:
+                parts[-1] = (doc, parts[-1][1] + " " + text)  # a document's sentences stay one part
+            else:
+                parts.append((doc, text))
+        windows.append(parts)
+        chosen = set(taken)
+        left = [i for i in left if i not in chosen]
+    return windows or [list(enumerate(documents))]  # nothing fits: the scorer cuts it as usual

@@ -22,7 +22,15 @@ if TYPE_CHECKING:
     )
     from ragsense.experiments._correctness import paragraph_of, squad_split
     from ragsense.experiments._correctness_report import FOLDS, forest_fit_predict, grouped_folds, out_of_fold
-    from ragsense.experiments._distractors import load_pairs, score_cell, split_parts, with_distractors
+    from ragsense.experiments._distractors import (
+        choose_budget,
+        load_pairs,
+        score_cell,
+        score_windows_cell,
+        split_parts,
+        windows_win,
+        with_distractors,
+    )
     from ragsense.experiments._figures import contrast, delong_against, verdict_figures
     from ragsense.experiments._vera import (
         REFUSAL_WORD,
@@ -86,9 +94,12 @@ _HELPERS: dict[str, str] = {
     "forest_fit_predict": "_correctness_report",
     "grouped_folds": "_correctness_report",
     "out_of_fold": "_correctness_report",
+    "choose_budget": "_distractors",
     "load_pairs": "_distractors",
     "score_cell": "_distractors",
+    "score_windows_cell": "_distractors",
     "split_parts": "_distractors",
+    "windows_win": "_distractors",
     "with_distractors": "_distractors",
     "contrast": "_figures",
     "delong_against": "_figures",
@@ -123,6 +134,7 @@ __all__ = [
     "REFUSAL_WORD",
     "SQUAD_INSTRUCTION",
     "Experiment",
+    "choose_budget",
     "contrast",
     "delong_against",
     "forest_fit_predict",
@@ -136,9 +148,11 @@ __all__ = [
     "partial_context_sentences",
     "right_vs_rest",
     "score_cell",
+    "score_windows_cell",
     "split_parts",
     "squad_items",
     "squad_split",
     "verdict_figures",
+    "windows_win",
     "with_distractors",
 ]
