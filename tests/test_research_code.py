@@ -62,9 +62,20 @@ def test_no_script_edits_sys_path() -> None:
     assert not offenders, "sys.path used (run the script with python -m instead): " + ", ".join(offenders)
 
 
+# Scripts that measure a backend's internal choices, which no public name exposes, and why. Keep it short:
+# a script here is tied to private code and breaks with it.
+INTERNAL_MEASUREMENTS = {
+    "benchmarks/bench_prefix_reuse.py": "times the segmented prompt pass that chose MIN_SEGMENT and checks "
+    "a cropped KV state against a segmented pass (the transformers backend's own prompt_state)",
+}
+
+
 def test_no_script_imports_a_private_ragsense_module() -> None:
     offenders = [
-        f"{name}:{line} {module}" for name, tree in _scripts() for line, module in _private_imports(tree)
+        f"{name}:{line} {module}"
+        for name, tree in _scripts()
+        if name not in INTERNAL_MEASUREMENTS
+        for line, module in _private_imports(tree)
     ]
     assert not offenders, "private ragsense imports (use or add a public name): " + ", ".join(offenders)
 
@@ -75,3 +86,11 @@ def test_the_private_import_check_catches_both_forms() -> None:
         "from ragsense.stats import wilson_ci\nfrom ragsense.experiments._figures import contrast\n"
     )
     assert [line for line, _ in _private_imports(tree)] == [1, 2, 4]
+
+
+def test_every_internal_measurement_still_needs_its_exception() -> None:
+    # An exception whose script no longer imports private code (or is gone) must leave the list.
+    scripts = dict(_scripts())
+    for name in INTERNAL_MEASUREMENTS:
+        assert name in scripts, f"{name} is gone: remove it from INTERNAL_MEASUREMENTS"
+        assert list(_private_imports(scripts[name])), f"{name} no longer needs its exception"
