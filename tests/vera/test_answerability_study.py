@@ -21,8 +21,7 @@ def test_the_squad_helpers_are_public() -> None:
 
 def test_the_parts_are_disjoint_by_article_and_from_the_vera_squad_paragraphs(shared_data: Path) -> None:
     path = shared_data / "squad_v2" / "dev-v2.0.json"
-    if not path.exists():
-        pytest.skip("SQuAD 2.0 dev not found")
+    assert path.exists(), f"{path}: the shared data holds WikiEval but not SQuAD 2.0 dev"
     dev, report = study.draw("dev", 40), study.draw("report", 40)
     assert len(dev) == len(report) == 40
     assert sum(it.is_impossible for it in dev) == sum(it.is_impossible for it in report) == 20

@@ -180,6 +180,53 @@ def _ranking(scores: Sequence[float]) -> list[int]:
     return sorted(range(len(scores)), key=lambda i: -scores[i])
 
 
+@dataclass(frozen=True)
+class _Units:
+    """What a relevance window is packed from: the documents, or, when the best-ranked document alone
+    is over the budget (one long document), the sentences of all documents; with their token costs,
+    their BM25 ranking for the query, and the separator's cost."""
+
+    units: list[tuple[int, str]]  # (document index, text)
+    costs: list[int]
+    ranking: list[int]
+    separator_cost: int
+    sentences: bool
+
+    @classmethod
+    def of(
+        cls,
+        documents: Sequence[str],
+        query: str,
+        budget: int,
+        count_tokens: Callable[[str], int],
+        separator: str,
+    ) -> _Units:
+        sep_cost = max(count_tokens(separator), 0)
+        costs = [count_tokens(d) for d in documents]
+        ranking = _ranking(BM25(list(documents)).scores(query))
+        if costs[ranking[0]] <= budget:
+            return cls(list(enumerate(documents)), costs, ranking, sep_cost, False)
+        units = [(d, s) for d, doc in enumerate(documents) for s in split_sentences(doc)]
+        texts = [s for _, s in units]
+        s_costs = [count_tokens(" " + s) for s in texts]
+        return cls(units, s_costs, _ranking(BM25(texts).scores(query)), sep_cost, True)
+
+    def take(self, ranking: Sequence[int], budget: int) -> list[int]:
+        """The units of ``ranking`` greedily within ``budget``, in original order."""
+        return _greedy(self.costs, ranking, budget, self.separator_cost)
+
+    def parts(self, taken: Sequence[int]) -> list[tuple[int, str]]:
+        """The taken units as ``(document index, text)`` parts; a document's sentences stay one part."""
+        parts: list[tuple[int, str]] = []
+        for i in taken:
+            doc, text = self.units[i]
+            if self.sentences and parts and parts[-1][0] == doc:
+                parts[-1] = (doc, parts[-1][1] + " " + text)
+            else:
+                parts.append((doc, text))
+        return parts
+
+
 def select_context(
     documents: Sequence[str],
     query: str,
@@ -203,25 +250,9 @@ def select_context(
     total = count_tokens(joined)
     if total <= budget:
         return Selection(list(enumerate(documents)), separator, [], 0, "all")
-    sep_cost = max(count_tokens(separator), 0)
-    costs = [count_tokens(d) for d in documents]
-    ranking = _ranking(BM25(documents).scores(query))
-    if costs[ranking[0]] <= budget:
-        parts = [(d, documents[d]) for d in _greedy(costs, ranking, budget, sep_cost)]
-        unit = "documents"
-    else:
-        # The best document alone is over the budget: choose sentences instead, across documents.
-        sentences = [(d, s) for d, doc in enumerate(documents) for s in split_sentences(doc)]
-        texts = [s for _, s in sentences]
-        s_costs = [count_tokens(" " + s) for s in texts]
-        parts = []
-        for i in _greedy(s_costs, _ranking(BM25(texts).scores(query)), budget, sep_cost):
-            doc, text = sentences[i]
-            if parts and parts[-1][0] == doc:
-                parts[-1] = (doc, parts[-1][1] + " " + text)  # a document's sentences stay one part
-            else:
-                parts.append((doc, text))
-        unit = "sentences"
+    units = _Units.of(documents, query, budget, count_tokens, separator)
+    parts = units.parts(units.take(units.ranking, budget))
+    unit = "sentences" if units.sentences else "documents"
     if not parts:  # not one sentence fits: read the start of the context rather than nothing
         return tail_selection(documents, *tail_fit(count_tokens, joined, budget), separator)
     kept = {d for d, _ in parts}
@@ -256,32 +287,14 @@ def relevance_windows(
     """
     if count_tokens(separator.join(documents)) <= budget:
         return [list(enumerate(documents))]
-    sep_cost = max(count_tokens(separator), 0)
-    costs = [count_tokens(d) for d in documents]
-    ranking = _ranking(BM25(list(documents)).scores(query))
-    units: list[tuple[int, str]]
-    sentences = costs[ranking[0]] > budget
-    if not sentences:
-        units = list(enumerate(documents))
-    else:  # as select_context: the best document alone is over the budget, so sentences
-        units = [(d, s) for d, doc in enumerate(documents) for s in split_sentences(doc)]
-        texts = [s for _, s in units]
-        costs = [count_tokens(" " + s) for s in texts]
-        ranking = _ranking(BM25(texts).scores(query))
+    units = _Units.of(documents, query, budget, count_tokens, separator)
     windows: list[list[tuple[int, str]]] = []
-    left = ranking
+    left = units.ranking
     while left and len(windows) < max_windows:
-        taken = _greedy(costs, left, budget, sep_cost)
+        taken = units.take(left, budget)
         if not taken:
             break
-        parts: list[tuple[int, str]] = []
-        for i in taken:
-            doc, text = units[i]
-            if sentences and parts and parts[-1][0] == doc:
-                parts[-1] = (doc, parts[-1][1] + " " + text)  # a document's sentences stay one part
-            else:
-                parts.append((doc, text))
-        windows.append(parts)
+        windows.append(units.parts(taken))
         chosen = set(taken)
         left = [i for i in left if i not in chosen]
     return windows or [list(enumerate(documents))]  # nothing fits: the scorer cuts it as usual
