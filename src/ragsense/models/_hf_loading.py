@@ -1,7 +1,8 @@
 """Loading a causal LM through transformers: bundled names, local directories, the local hub cache.
 
 Never downloads (``local_files_only``) and never runs repository code unless asked to. The fingerprint
-(a hash of ``config.json`` and the weight files' names and sizes) goes into every cache key.
+(a hash of ``config.json`` and the weight files' names and sizes, and the dtype unless it is float32)
+goes into every cache key.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragsense.errors import ModelNotFoundError
+from ragsense.errors import ModelNotFoundError, ParameterError
 from ragsense.models._kernel import import_torch
+
+DTYPES = ("float32", "bfloat16", "float16")
+"""The weight and compute types the transformers backend loads a model in."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ def load_hf_model(
         torch.set_num_threads(threads)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    if dtype not in DTYPES:
+        raise ParameterError(f"dtype is one of {', '.join(DTYPES)}, got {dtype!r}", parameter="dtype")
     torch_dtype = getattr(torch, dtype)
     if model_id in BUNDLED_MODELS:
         path = converted_path(model_id)
@@ -79,4 +85,8 @@ def load_hf_model(
     model.to(device)  # type: ignore[arg-type]
     model.eval()  # type: ignore[no-untyped-call]
     digest = fingerprint(path, model_id) if path.exists() else model_id
+    if dtype != "float32":
+        # Scores in another dtype differ (bfloat16: in the third decimal), so stored runs and caches
+        # must not take them for float32's; float32 keeps the fingerprint it always had.
+        digest = f"{digest}:{dtype}"
     return LoadedModel(model, tokenizer, model_id, digest, device)

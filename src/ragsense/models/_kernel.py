@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from ragsense.errors import BackendUnavailableError
@@ -70,13 +72,27 @@ def import_torch() -> Any:
     return torch
 
 
+def _attention_backends(torch: Any, device: Any, cudnn: bool) -> Callable[[], AbstractContextManager[Any]]:
+    """What :meth:`LogprobKernel.states` runs the body under: on CUDA without ``cudnn``, attention kept
+    off cuDNN's kernel. cuDNN builds an execution plan for each new input shape (hundreds of ms, by
+    its users' reports), and scoring meets a new shape at nearly every call: every prompt and
+    continuation has its own length. On a CPU, or with ``cudnn``: torch's own choice, untouched."""
+    if cudnn or getattr(device, "type", str(device)) != "cuda":
+        return nullcontext
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    allowed = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    return lambda: sdpa_kernel(allowed)
+
+
 class LogprobKernel:
     """Body, head and chunked log-softmax of one causal LM (see the module docstring)."""
 
-    def __init__(self, model: Any, tokenizer: Any, device: Any) -> None:
+    def __init__(self, model: Any, tokenizer: Any, device: Any, *, cudnn_attention: bool = False) -> None:
         self.torch = import_torch()
         self.model = model
         self.device = device
+        self._attention = _attention_backends(self.torch, device, cudnn_attention)
         self.softcap = getattr(model.config, "final_logit_softcapping", None)
         # transformers 5.x renamed the KV-cache argument and output from ``past_key_values`` to ``cache``
         # (the old name warns and goes in 5.40); older releases know only the old name.
@@ -89,11 +105,12 @@ class LogprobKernel:
     def states(self, ids: torch.Tensor, **kwargs: Any) -> tuple[torch.Tensor, Any]:
         """``(states, kv_cache)`` of the body on ``ids`` (``[batch, n]``); ``kwargs`` go to the model as
         they are. Call under ``torch.inference_mode()``."""
-        if self.head_only:
-            out = self.model.base_model(input_ids=ids, **kwargs)
-            return out.last_hidden_state, getattr(out, self.cache_name, None)
-        out = self.model(input_ids=ids, **kwargs)
-        return out.logits, getattr(out, self.cache_name, None)
+        with self._attention():
+            if self.head_only:
+                out = self.model.base_model(input_ids=ids, **kwargs)
+                return out.last_hidden_state, getattr(out, self.cache_name, None)
+            out = self.model(input_ids=ids, **kwargs)
+            return out.logits, getattr(out, self.cache_name, None)
 
     def forward(self, ids: torch.Tensor, cache: Any = None) -> tuple[torch.Tensor, Any]:
         """:meth:`states` of ``ids`` (moved to the model's device) after an optional KV ``cache``,

@@ -75,6 +75,7 @@ class TransformersModel:
         min_shared_prompt: int = MIN_SHARED_PROMPT,
         reuse_prompts: bool = True,
         prompt_cache_tokens: int = DEFAULT_PROMPT_CACHE_TOKENS,
+        cudnn_attention: bool = False,
     ) -> None:
         if min_shared_prompt < 1:
             raise ParameterError(f"must be 1 or more, got {min_shared_prompt}", parameter="min_shared_prompt")
@@ -85,6 +86,7 @@ class TransformersModel:
             "min_shared_prompt": min_shared_prompt,
             "reuse_prompts": reuse_prompts,
             "prompt_cache_tokens": prompt_cache_tokens,
+            "cudnn_attention": cudnn_attention,
         }
         self._torch = import_torch()
         self._model = model
@@ -105,7 +107,7 @@ class TransformersModel:
             if tokenizer.pad_token_id is not None
             else (tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0)
         )
-        self.kernel = LogprobKernel(model, tokenizer, self._device)
+        self.kernel = LogprobKernel(model, tokenizer, self._device, cudnn_attention=cudnn_attention)
         self._scorer = PackedScorer(
             self.kernel,
             tokenizer,
@@ -139,7 +141,8 @@ class TransformersModel:
     def with_settings(self, **settings: Any) -> TransformersModel:
         """A model on the same weights and tokenizer (no second copy) with other scoring settings:
         ``max_batch_tokens``, ``max_batch_size``, ``context_window``, ``min_shared_prompt``,
-        ``reuse_prompts``, ``prompt_cache_tokens``; it has its own prompt cache. What benchmarks use to
+        ``reuse_prompts``, ``prompt_cache_tokens``, ``cudnn_attention``; it has its own prompt
+        cache. What benchmarks use to
         time one setting against another in one process."""
         unknown = sorted(set(settings) - set(self._settings))
         if unknown:
@@ -322,6 +325,7 @@ def create_transformers_model(
     min_shared_prompt: int = MIN_SHARED_PROMPT,
     reuse_prompts: bool = True,
     prompt_cache_tokens: int = DEFAULT_PROMPT_CACHE_TOKENS,
+    cudnn_attention: bool = False,
     **unused: Any,
 ) -> TransformersModel:
     """Load ``model_id``: a bundled name, a local directory, or a hub id already in the local cache.
@@ -345,6 +349,10 @@ def create_transformers_model(
     without any of this reuse on CPU (``reuse_prompts=False`` gives every request its own prompt pass
     on the same route). A very large ``min_shared_prompt`` sends every request through the padded
     full pass instead (the code before the shared route).
+
+    On CUDA, attention runs on torch's flash, memory-efficient or math kernels, not cuDNN's, unless
+    ``cudnn_attention=True``: cuDNN plans each new input shape anew, and scoring sees a new shape at
+    nearly every call (docs/speed.md, "On a GPU").
     """
     if unused:
         raise TypeError(f"unknown options for the transformers backend: {', '.join(sorted(unused))}")
@@ -364,4 +372,5 @@ def create_transformers_model(
         min_shared_prompt=min_shared_prompt,
         reuse_prompts=reuse_prompts,
         prompt_cache_tokens=prompt_cache_tokens,
+        cudnn_attention=cudnn_attention,
     )
