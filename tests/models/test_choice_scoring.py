@@ -62,26 +62,32 @@ def test_choice_passes_split_by_the_kv_budget_agree(smollm2, monkeypatch) -> Non
 
 @pytest.mark.model
 def test_results_are_bit_identical_cold_warm_and_batched(smollm2) -> None:  # type: ignore[no-untyped-def]
-    smollm2._choices.prefix_cache.clear()
+    smollm2.clear_prompt_cache()
     req = _request("Who painted the Mona Lisa?", "Leonardo da Vinci painted the Mona Lisa.")
-    assert smollm2._choices.plan(req).prefix > 0
+    plan = smollm2._choices.plan(req)
+    assert plan.prefix > 0
+    before = smollm2.prompt_cache_stats()
     cold = smollm2.score_choices_sync([req])
-    assert len(smollm2._choices.prefix_cache) == 1
+    # The shared prefix is kept in the model's one prompt cache, bounded by its token budget.
+    kept = smollm2.prompt_cache_stats()
+    assert (kept.entries, kept.tokens) == (1, plan.prefix) and kept.misses == before.misses + 1
     warm = smollm2.score_choices_sync([req])
+    assert smollm2.prompt_cache_stats().hits == kept.hits + 1
     others = [
         _request("How tall is Everest?", "Mount Everest is 8,849 metres tall."),
         ChoiceRequest("Is the sky blue? Answer:", (" yes", " no")),
     ]
     batched = smollm2.score_choices_sync([others[0], req, others[1], req])
     assert cold == warm == [batched[1]] == [batched[3]]
-    # A cold cache filled by another request of the same call changes nothing either.
-    smollm2._choices.prefix_cache.clear()
+    # A cold cache filled by another request of the same call changes nothing either, nor no cache.
+    smollm2.clear_prompt_cache()
     assert smollm2.score_choices_sync([others[0], req])[1] == cold[0]
+    assert smollm2.with_settings(prompt_cache_tokens=0).score_choices_sync([req]) == cold
 
 
 @pytest.mark.model
 def test_shared_prefix_that_is_not_a_token_prefix_is_ignored(smollm2) -> None:  # type: ignore[no-untyped-def]
-    smollm2._choices.prefix_cache.clear()
+    smollm2.clear_prompt_cache()
     prompt = "The capital of France is a city called Paris. Is this relevant? Answer:"
     # Cut inside "capital": "cap" tokenized alone is not a prefix of the prompt's tokens.
     cut = ChoiceRequest(prompt, LABELS, shared_prefix=prompt.index("ital"))
@@ -89,7 +95,7 @@ def test_shared_prefix_that_is_not_a_token_prefix_is_ignored(smollm2) -> None:  
     plain = ChoiceRequest(prompt, LABELS)
     [with_cut, without] = smollm2.score_choices_sync([cut, plain])
     assert list(with_cut) == pytest.approx(list(without), abs=1e-4)
-    assert not smollm2._choices.prefix_cache
+    assert smollm2.prompt_cache_stats().entries == 0
     # A shared prefix covering the whole prompt is a valid prefix with nothing after it.
     whole = ChoiceRequest(prompt, LABELS, shared_prefix=len(prompt) + 10)
     assert list(smollm2.score_choices_sync([whole])[0]) == pytest.approx(list(without), abs=1e-4)

@@ -7,25 +7,21 @@ tokens go through one batched pass over the prompt's KV state. A choice that mer
 prompt is scored by the packed ``score`` path.
 
 With ``shared_prefix`` set, and when the prefix's tokens are the leading tokens of the prompt's, the
-prefix always runs as its own pass, with its KV state kept in a small LRU cache, and the rest of the
-prompt on top of it. The computation is the same whether the cache was warm or not, and every request is
+prefix always runs as its own pass and the rest of the prompt on top of it. The prefix's KV state is
+kept in the model's prompt cache (:mod:`~ragsense.models._hf_prompt_cache`, bounded by
+``prompt_cache_tokens`` together with the contexts ``score`` keeps; with the cache off every call runs
+the prefix again). The computation is the same whether the cache was warm or not, and every request is
 computed alone, so results are bit-identical whatever the call history or the other requests of the call.
 """
 
 from __future__ import annotations
 
-import copy
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
 
 from ragsense.models._hf_scoring import Encoded, PackedScorer
 from ragsense.models._hf_shared import continuations_on_state, prompt_state
 from ragsense.models._interface import ChoiceRequest, ScoreRequest
 
-# Shared-prefix KV states kept between score_choices calls (least recently used goes first).
-PREFIX_CACHE_ENTRIES = 8
 # Cached tokens one batched choice pass may hold once the prompt's KV state is expanded to the batch
 # (choices x prompt length): bounds memory when a long prompt has many multi-token choices.
 CHOICE_KV_TOKENS = 16384
@@ -59,14 +55,11 @@ class ChoicePlan:
 
 
 class ChoiceScorer:
-    """The ``score_choices`` path of one loaded model, with its shared-prefix KV cache."""
+    """The ``score_choices`` path of one loaded model; shared prefixes use the model's prompt cache."""
 
     def __init__(self, scorer: PackedScorer) -> None:
         self.scorer = scorer
         self.kernel = scorer.kernel
-        # Shared-prefix token ids -> (KV cache after the prefix, the prefix's last output state).
-        self.prefix_cache: OrderedDict[tuple[int, ...], tuple[Any, Any]] = OrderedDict()
-        self._prefix_lock = threading.Lock()
 
     def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[tuple[float, ...]]:
         """The summed log-probability of each choice, per request (identical requests once)."""
@@ -104,27 +97,6 @@ class ChoiceScorer:
                 prefix = len(prefix_ids)
         return ChoicePlan(prompt_ids, prefix, fast, slow, len(req.choices))
 
-    def prefix_state(self, prefix_ids: list[int]) -> tuple[Any, Any]:
-        """KV cache and last output state of ``prefix_ids``, from the LRU cache or computed (and kept).
-
-        The cached objects are never handed to a forward pass: callers extend a deep copy.
-        """
-        key = tuple(prefix_ids)
-        with self._prefix_lock:
-            entry = self.prefix_cache.get(key)
-            if entry is not None:
-                self.prefix_cache.move_to_end(key)
-                return entry
-        torch = self.kernel.torch
-        states, cache = self.kernel.forward(torch.tensor([prefix_ids], dtype=torch.long))
-        entry = (cache, states[0, -1:].clone())
-        with self._prefix_lock:
-            self.prefix_cache[key] = entry
-            self.prefix_cache.move_to_end(key)
-            while len(self.prefix_cache) > PREFIX_CACHE_ENTRIES:
-                self.prefix_cache.popitem(last=False)
-        return entry
-
     def run(self, plan: ChoicePlan) -> tuple[float, ...]:
         kernel = self.kernel
         torch = kernel.torch
@@ -138,8 +110,8 @@ class ChoiceScorer:
         with torch.inference_mode():
             # 1. The prompt: one pass (or the shared prefix's pass, then the rest on a copy of its cache).
             if plan.prefix:
-                prefix_cache, prefix_last = self.prefix_state(ids[: plan.prefix])
-                cache = copy.deepcopy(prefix_cache)
+                # The model's prompt cache (a copy, the caller's to extend), or a fresh pass.
+                cache, prefix_last = self.scorer.prompt_state(tuple(ids[: plan.prefix]))
                 rest = ids[plan.prefix :]
                 if rest:
                     states, cache = kernel.forward(torch.tensor([rest], dtype=torch.long), cache)

@@ -6,7 +6,7 @@
 * :mod:`~ragsense.models._kernel`: the one log-prob kernel (body, LM head on the needed positions
   only, log-softmax in chunks) every log-probability below goes through;
 * :mod:`~ragsense.models._hf_scoring`: packed scoring (``score``) and prompt log-probs (``echo``);
-* :mod:`~ragsense.models._hf_choices`: choice scoring on one prompt pass, with a shared-prefix cache;
+* :mod:`~ragsense.models._hf_choices`: choice scoring on one prompt pass, shared prefixes in the prompt cache;
 * :mod:`~ragsense.models._decoding`: greedy and scored decoding, sampling, structured dispatch;
 * :mod:`~ragsense.models._chat`: the chat template.
 """
