@@ -60,3 +60,12 @@ def test_the_setting_travels_with_the_model() -> None:
     model = load_model("smollm2-135m", device="cpu")
     other = model.with_settings(cudnn_attention=True)  # type: ignore[attr-defined]
     assert other.kernel._attention is nullcontext and model.kernel._attention is nullcontext  # CPU: untouched
+
+
+def test_a_vllm_model_takes_only_the_dtype_of_the_model_flags() -> None:
+    assert _options(
+        "--model", "vllm:m", "--dtype", "float32", "--threads", "2", "--prompt-cache-tokens", "9"
+    ) == {"dtype": "float32"}
+    assert _options("--model", "vllm:m", "--device", "cuda") == {}
+    with pytest.raises(ParameterError, match="--device"):
+        _options("--model", "vllm:m", "--device", "cpu")

@@ -7,6 +7,7 @@ from typing import Any
 
 from ragsense.cli._numbers import non_negative_int, positive_int
 from ragsense.consens import DEFAULT_AGGREGATION, Aggregation
+from ragsense.errors import ParameterError
 from ragsense.models import DEFAULT_MODEL, DEFAULT_PROMPT_CACHE_TOKENS, LanguageModel, shared_pool
 
 
@@ -112,13 +113,23 @@ def model_spec_from_args(args: argparse.Namespace) -> tuple[str, dict[str, Any]]
     if args.model.startswith("openai:"):
         if args.base_url:
             options["base_url"] = args.base_url
+    elif args.model.startswith("vllm:"):
+        # vLLM's engine runs on its CUDA GPU with its own prefix caching: of the model flags only
+        # --dtype applies (the others would reach the engine as unknown options).
+        if args.device not in ("auto", "cuda"):
+            raise ParameterError(
+                f"the vLLM backend runs on a CUDA GPU; {args.device!r} is for the transformers backend",
+                parameter="--device",
+            )
+        if getattr(args, "dtype", None) is not None:
+            options["dtype"] = args.dtype
     elif args.model != "fake":
         options["device"] = args.device
         if getattr(args, "dtype", None) is not None:
             options["dtype"] = args.dtype
         if args.threads is not None:
             options["threads"] = args.threads
-        if getattr(args, "prompt_cache_tokens", None) is not None and not args.model.startswith("vllm:"):
+        if getattr(args, "prompt_cache_tokens", None) is not None:
             options["prompt_cache_tokens"] = args.prompt_cache_tokens
     return args.model, options
 
