@@ -4,6 +4,7 @@ kernels on CUDA (cuDNN's plans each new shape anew: docs/speed.md, "On a GPU")."
 from __future__ import annotations
 
 import argparse
+import threading
 from contextlib import nullcontext
 
 import pytest
@@ -50,9 +51,38 @@ def test_on_cuda_attention_stays_off_cudnn_unless_asked_and_a_cpu_is_left_alone(
     assert _attention_backends(torch, torch.device("cuda"), True) is nullcontext
     enter = _attention_backends(torch, torch.device("cuda", 0), False)
     before = torch.backends.cuda.cudnn_sdp_enabled()
-    with enter():  # the flags are process-wide; the context restores them (no GPU needed to check)
+    flash = torch.backends.cuda.flash_sdp_enabled()
+    with enter():  # the flag is process-wide; the context restores it (no GPU needed to check)
         assert not torch.backends.cuda.cudnn_sdp_enabled()
-        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.math_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() == flash  # the other kernels: torch's choice
+    assert torch.backends.cuda.cudnn_sdp_enabled() == before
+
+
+def test_cudnn_stays_off_while_any_thread_is_inside() -> None:
+    enter = _attention_backends(torch, torch.device("cuda"), False)
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def first() -> None:
+        with enter():
+            first_in.set()
+            second_in.wait(5)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(5)
+        with enter():
+            second_in.set()
+            first_out.wait(5)
+            seen.append(torch.backends.cuda.cudnn_sdp_enabled())  # the first has left: still off
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == [False]
     assert torch.backends.cuda.cudnn_sdp_enabled() == before
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
@@ -72,17 +73,45 @@ def import_torch() -> Any:
     return torch
 
 
+class _CudnnAttentionOff:
+    """While any thread is inside, torch's cuDNN attention stays off; the last one out restores the
+    setting it found. The flag is process-wide, so a plain ``sdpa_kernel`` context leaving one thread
+    would turn cuDNN back on under another thread's forward pass (the guard serves several threads
+    with one model); hence one counter for the process."""
+
+    _lock = threading.Lock()
+    _inside = 0
+    _found = True
+
+    def __init__(self, torch: Any) -> None:
+        self._cuda = torch.backends.cuda
+
+    def __enter__(self) -> None:
+        cls = _CudnnAttentionOff
+        with cls._lock:
+            if cls._inside == 0:
+                cls._found = self._cuda.cudnn_sdp_enabled()
+                self._cuda.enable_cudnn_sdp(False)
+            cls._inside += 1
+
+    def __exit__(self, *exc: object) -> None:
+        cls = _CudnnAttentionOff
+        with cls._lock:
+            cls._inside -= 1
+            if cls._inside == 0:
+                self._cuda.enable_cudnn_sdp(cls._found)
+
+
 def _attention_backends(torch: Any, device: Any, cudnn: bool) -> Callable[[], AbstractContextManager[Any]]:
     """What :meth:`LogprobKernel.states` runs the body under: on CUDA without ``cudnn``, attention kept
-    off cuDNN's kernel. cuDNN builds an execution plan for each new input shape (hundreds of ms, by
-    its users' reports), and scoring meets a new shape at nearly every call: every prompt and
-    continuation has its own length. On a CPU, or with ``cudnn``: torch's own choice, untouched."""
+    off cuDNN's kernel (torch then takes flash, memory-efficient or math attention, as it allows).
+    cuDNN builds an execution plan for each new input shape (hundreds of ms, by its users' reports),
+    and scoring meets a new shape at nearly every call: every prompt and continuation has its own
+    length (docs/speed.md, "On a GPU": 2.89x ConSens rows/s on an H200). On a CPU, or with ``cudnn``:
+    torch's own choice, untouched."""
     if cudnn or getattr(device, "type", str(device)) != "cuda":
         return nullcontext
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    allowed = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
-    return lambda: sdpa_kernel(allowed)
+    return lambda: _CudnnAttentionOff(torch)
 
 
 class LogprobKernel:
