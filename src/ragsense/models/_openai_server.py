@@ -43,6 +43,7 @@ from ragsense.models._interface import (
 # parse_echo lives in _openai_echo; it is re-exported here, where callers have always imported it.
 from ragsense.models._openai_echo import _get
 from ragsense.models._openai_echo import parse_echo as parse_echo
+from ragsense.models._token_counts import TokenCounts
 
 _INSTALL_HINT = "pip install 'ragsense[server]'"
 _DEFAULT_WINDOW = 8192
@@ -118,7 +119,7 @@ class OpenAIGenerationModel:
         self._loops: dict[asyncio.AbstractEventLoop, tuple[Any, asyncio.Semaphore]] = {}
         self._sync: Any = None
         self._info: ModelInfo | None = None
-        self._counts: dict[str, int] = {}
+        self._counts = TokenCounts(self._count_uncached)
         self._no_tokenize = False
 
     # -- LanguageModel -------------------------------------------------------------------------
@@ -153,8 +154,9 @@ class OpenAIGenerationModel:
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` without special tokens, from the server's ``POST /tokenize`` (vLLM,
         llama.cpp, ``ragsense serve``); servers without it get a rough ``len(text) // 4`` estimate."""
-        if text in self._counts:
-            return self._counts[text]
+        return self._counts(text)
+
+    def _count_uncached(self, text: str) -> int:
         count = max(1, len(text) // 4) if text else 0
         if not self._no_tokenize and text:
             payload = {"model": self.model_id, "prompt": text, "content": text, "add_special_tokens": False}
@@ -167,9 +169,6 @@ class OpenAIGenerationModel:
                 if not isinstance(raw, int):
                     raise ModelCallError(f"malformed /tokenize response from {self._root}: no count")
                 count = raw
-        if len(self._counts) > 100_000:
-            self._counts.clear()
-        self._counts[text] = count
         return count
 
     async def aclose(self) -> None:

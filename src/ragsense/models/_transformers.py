@@ -46,6 +46,7 @@ from ragsense.models._interface import (
     ScoreRequest,
 )
 from ragsense.models._kernel import LogprobKernel, import_torch
+from ragsense.models._token_counts import TokenCounts
 
 if TYPE_CHECKING:
     import torch
@@ -91,6 +92,7 @@ class TransformersModel:
         self._torch = import_torch()
         self._model = model
         self._tokenizer = tokenizer
+        self._token_counts = TokenCounts(self._count_uncached)
         self._device = next(model.parameters()).device
         window = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
         if context_window is not None:
@@ -167,6 +169,9 @@ class TransformersModel:
             self._scorer.prompt_cache.clear()
 
     def count_tokens(self, text: str) -> int:
+        return self._token_counts(text)
+
+    def _count_uncached(self, text: str) -> int:
         return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
 
     async def aclose(self) -> None:

@@ -40,6 +40,7 @@ from ragsense.models._interface import (
     ModelInfo,
     ScoreRequest,
 )
+from ragsense.models._token_counts import TokenCounts
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +136,7 @@ class VLLMModel:
     ) -> None:
         self._llm = llm
         self._tokenizer = tokenizer
+        self._token_counts = TokenCounts(self._count_uncached)
         # vllm.SamplingParams; a test passes a stand-in so the request mapping runs without a GPU.
         self._sampling_params = (
             sampling_params if sampling_params is not None else _import_vllm().SamplingParams
@@ -160,6 +162,9 @@ class VLLMModel:
         return self._tokenizer
 
     def count_tokens(self, text: str) -> int:
+        return self._token_counts(text)
+
+    def _count_uncached(self, text: str) -> int:
         return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
 
     async def aclose(self) -> None:
