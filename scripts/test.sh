@@ -6,6 +6,7 @@ bash scripts/install.sh test
 # Two cores: threads x processes must stay at or below 2 (tests run in one process).
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 .venv/bin/ruff check src tests benchmarks papers
+.venv/bin/ruff format --check src tests benchmarks papers
 .venv/bin/mypy
 # The report's style and script files (src/ragsense/report/assets); tests/report lints the joined script.
 if [ -x node_modules/.bin/biome ]; then

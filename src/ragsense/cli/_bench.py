@@ -29,15 +29,23 @@ def add_parser(sub: Any) -> None:
     )
     source = kin.add_argument_group("knowledge source")
     source.add_argument(
-        "--names", type=positive_int, default=12, help="names per list (male and female; default 12)",
+        "--names",
+        type=positive_int,
+        default=12,
+        help="names per list (male and female; default 12)",
     )
     source.add_argument("--generations", type=positive_int, default=3, help="generations (default 3)")
     source.add_argument(
-        "--seed", type=non_negative_int, default=0, help="seed of the family tree and query sample",
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        help="seed of the family tree and query sample",
     )
     source.add_argument(
-        "--distractors", type=unit_interval, default=0.0,
-        help="share of unrelated documents in the store, in [0, 1)"
+        "--distractors",
+        type=unit_interval,
+        default=0.0,
+        help="share of unrelated documents in the store, in [0, 1)",
     )
     run = kin.add_argument_group("run")
     run.add_argument("--k", default="5,15,30,45,80,120", help="documents retrieved, comma-separated")
@@ -56,7 +64,10 @@ def add_parser(sub: Any) -> None:
         ),
     )
     run.add_argument(
-        "--max-queries", type=positive_int, default=None, help="sample at most N queries per condition",
+        "--max-queries",
+        type=positive_int,
+        default=None,
+        help="sample at most N queries per condition",
     )
     run.add_argument("--out", required=True, help="output directory")
     run.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
@@ -99,7 +110,10 @@ def add_parser(sub: Any) -> None:
     )
     system.add_argument("--few-shot", action="store_true", help="prepend two generic worked examples")
     system.add_argument(
-        "--max-new-tokens", type=positive_int, default=32, help="answer length cap (default 32)",
+        "--max-new-tokens",
+        type=positive_int,
+        default=32,
+        help="answer length cap (default 32)",
     )
     system.add_argument(
         "--stop",

@@ -38,7 +38,10 @@ def add_perturbation_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("perturbation")
     group.add_argument("--pm", help="perturbation model (default: the base model); a local model name")
     group.add_argument(
-        "--perturbations", type=positive_int, default=d.k, help=f"K, tokens perturbed (default {d.k})",
+        "--perturbations",
+        type=positive_int,
+        default=d.k,
+        help=f"K, tokens perturbed (default {d.k})",
     )
     group.add_argument("--where", choices=["entropy", "random"], default=d.where, help="which tokens")
     group.add_argument(

@@ -99,15 +99,17 @@ def add_parser(sub: Any) -> None:
         help="the Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: start a local Ray)",
     )
     ray.add_argument(
-        "--workers", type=positive_int,
-        help="actors, each with its own models (default: one per CPU, or per GPU)"
+        "--workers",
+        type=positive_int,
+        help="actors, each with its own models (default: one per CPU, or per GPU)",
     )
     ray.add_argument(
         "--gpus-per-worker", type=non_negative_float, default=0.0, help="GPUs each actor reserves (default 0)"
     )
     ray.add_argument(
-        "--shard-chunks", type=positive_int,
-        help="chunks per shard file (default: about 32 shards, 1 to 64 chunks)"
+        "--shard-chunks",
+        type=positive_int,
+        help="chunks per shard file (default: about 32 shards, 1 to 64 chunks)",
     )
     ray.add_argument(
         "--shard-format",

@@ -24,7 +24,10 @@ def add_parser(sub: Any) -> None:
         "--data", help="dataset path (default: ../shared/data/<dataset> or RAGSENSE_DATA_DIR)"
     )
     parser.add_argument(
-        "--limit", type=positive_int, default=None, help="use only the first N items (quick run)",
+        "--limit",
+        type=positive_int,
+        default=None,
+        help="use only the first N items (quick run)",
     )
     parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--out", help="directory for per-item results (JSONL)")

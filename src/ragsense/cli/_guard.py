@@ -44,7 +44,10 @@ def add_parser(sub: Any) -> None:
     )
     net.add_argument("--insecure", action="store_true", help="allow a non-loopback address without API keys")
     net.add_argument(
-        "--per-key-concurrency", type=positive_int, default=32, help="requests in flight per key",
+        "--per-key-concurrency",
+        type=positive_int,
+        default=32,
+        help="requests in flight per key",
     )
     net.add_argument("--per-key-rate", type=positive_float, default=None, help="requests a second per key")
     net.add_argument(
@@ -82,18 +85,29 @@ def add_parser(sub: Any) -> None:
     batching = parser.add_argument_group("batching and limits")
     batching.add_argument("--max-batch-rows", type=positive_int, default=16, help="rows per micro-batch")
     batching.add_argument(
-        "--max-batch-tokens", type=positive_int, default=32_768, help="estimated tokens per batch",
+        "--max-batch-tokens",
+        type=positive_int,
+        default=32_768,
+        help="estimated tokens per batch",
     )
     batching.add_argument(
-        "--max-wait-ms", type=non_negative_float, default=10.0, help="longest wait for a batch to fill",
+        "--max-wait-ms",
+        type=non_negative_float,
+        default=10.0,
+        help="longest wait for a batch to fill",
     )
     batching.add_argument("--queue-rows", type=positive_int, default=64, help="rows that may wait (then 429)")
     batching.add_argument(
-        "--timeout", type=positive_float, default=30.0, help="seconds per request (then 504)",
+        "--timeout",
+        type=positive_float,
+        default=30.0,
+        help="seconds per request (then 504)",
     )
     batching.add_argument(
-        "--body-timeout", type=positive_float, default=10.0,
-        help="seconds to receive a request's body (then 408)"
+        "--body-timeout",
+        type=positive_float,
+        default=10.0,
+        help="seconds to receive a request's body (then 408)",
     )
     batching.add_argument(
         "--hostile-delay",

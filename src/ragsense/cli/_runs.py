@@ -35,7 +35,10 @@ def add_parser(sub: Any) -> None:
     runs.add_argument("ref", nargs="?", metavar="RUN", help="show: the run")
     runs.add_argument("--tag", help="list: only runs with this tag")
     runs.add_argument(
-        "--limit", type=positive_int, default=50, help="list: at most this many runs (default 50)",
+        "--limit",
+        type=positive_int,
+        default=50,
+        help="list: at most this many runs (default 50)",
     )
     runs.add_argument("--json", action="store_true", help="print JSON")
     runs.set_defaults(run=run_runs)
