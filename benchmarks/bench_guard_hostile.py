@@ -41,6 +41,8 @@ from typing import Any
 
 import httpx
 
+from benchmarks.output import emit
+
 ROW = {
     "question": "Who designs proteins?",
     "contexts": ["David Baker designs proteins at the University of Washington."],
@@ -269,10 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"slow uploads: {attack['slow_uploads']}", file=sys.stderr)
     print(f"amplification: {attack['amplification']}", file=sys.stderr)
     print(f"p95 under attack / quiet: {ratio} (target <= 1.5)", file=sys.stderr)
-    line = json.dumps(result)
-    print(line)
-    if args.output is not None:
-        args.output.write_text(line + "\n", encoding="utf-8")
+    emit(result, args.output)
     return 0
 
 

@@ -48,10 +48,10 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from benchmarks.output import emit
 from ragsense.consens import GroundingResult, GroundingScorer
 from ragsense.data import load_halueval, load_wikieval
 from ragsense.models import DEFAULT_PROMPT_CACHE_TOKENS, ContinuationScore, ScoreRequest, load_model
@@ -333,10 +333,7 @@ def main() -> None:
         figures["segments"] = segments(base, args)
     for key, value in figures.items():
         print(f"{key:>12}: {value}", file=sys.stderr)
-    line = json.dumps(figures)
-    if args.out:
-        Path(args.out).write_text(line + "\n")
-    print(line)
+    emit(figures, args.out)
 
 
 if __name__ == "__main__":

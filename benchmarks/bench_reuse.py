@@ -27,7 +27,6 @@ is one JSON object; ``--out`` also writes it.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import resource
 import statistics
@@ -36,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.output import emit
 from ragsense import evaluate
 from ragsense.consens import ConSens, GroundingScorer
 from ragsense.data import load_wikieval
@@ -210,10 +210,7 @@ def main() -> None:
     assert figures["cache_max_tokens_held"] <= args.prompt_cache_tokens
     for key, value in figures.items():
         print(f"{key:>28}: {value}", file=sys.stderr)
-    line = json.dumps(figures)
-    if args.out:
-        Path(args.out).write_text(line + "\n")
-    print(line)
+    emit(figures, args.out)
 
 
 if __name__ == "__main__":

@@ -19,13 +19,12 @@ changes during the run: the order is full, budget, k=5, k=40). The last line is 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
-from pathlib import Path
 
 import torch
 
+from benchmarks.output import emit
 from ragsense.experiments import load_pairs, score_cell, split_parts
 from ragsense.models import load_model
 
@@ -77,11 +76,7 @@ def main() -> None:
         f"(AUROC difference {result['auroc_k20_budget_minus_full']:+.3f}); "
         f"k=40 costs {result['cost_k40_vs_k5']}x k=5"
     )
-    line = json.dumps(result, sort_keys=True)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(line + "\n", encoding="utf-8")
-    print(line)
+    emit(result, args.out, sort_keys=True)
 
 
 if __name__ == "__main__":

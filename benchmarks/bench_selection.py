@@ -15,12 +15,12 @@ the same windows (asserted). Not a timed test; the last line is one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.output import emit
 from ragsense.consens import relevance_windows
 from ragsense.experiments import load_pairs, split_parts, with_distractors
 from ragsense.models import load_model
@@ -70,10 +70,7 @@ def main() -> None:
             }
             report["cells"].append(cell)
             print(cell)
-    text = json.dumps(report, sort_keys=True)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(report, args.out, sort_keys=True)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 # A sibling module (scripts run with python -m from the repo root): rows as bench_consens builds them.
 from benchmarks.bench_consens import _rows, _unique_requests
+from benchmarks.output import emit
 from ragsense.consens import GroundingScorer
 from ragsense.models import ScoreRequest, load_model
 
@@ -157,10 +157,7 @@ def main() -> None:
     for key in ("agreement", "rows_per_s", "tokens_per_s", "ratio_to_raw_forward"):
         if key in report:
             print(f"{key}: {report[key]}", file=sys.stderr)
-    text = json.dumps(report)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(report, args.out)
 
 
 if __name__ == "__main__":

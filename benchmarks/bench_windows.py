@@ -13,13 +13,12 @@ The cost is the ratio of the rows/s summed over the two repeats. The last line i
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
-from pathlib import Path
 
 import torch
 
+from benchmarks.output import emit
 from ragsense.experiments import load_pairs, score_cell, score_windows_cell, split_parts
 from ragsense.models import load_model
 
@@ -73,11 +72,7 @@ def main() -> None:
         "sets": sets,
         "seconds": round(time.perf_counter() - started, 1),
     }
-    line = json.dumps(result, sort_keys=True)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(line + "\n", encoding="utf-8")
-    print(line)
+    emit(result, args.out, sort_keys=True)
 
 
 if __name__ == "__main__":

@@ -94,3 +94,12 @@ def test_every_internal_measurement_still_needs_its_exception() -> None:
     for name in INTERNAL_MEASUREMENTS:
         assert name in scripts, f"{name} is gone: remove it from INTERNAL_MEASUREMENTS"
         assert list(_private_imports(scripts[name])), f"{name} no longer needs its exception"
+
+
+def test_the_benchmarks_output_helper_prints_and_saves_one_line() -> None:
+    import doctest
+
+    import benchmarks.output
+
+    result = doctest.testmod(benchmarks.output)
+    assert result.attempted >= 3 and result.failed == 0

@@ -10,18 +10,18 @@ both, it gives the AUROC of each run with its paired bootstrap interval, the lar
 difference of the ConSens score over the rows, the share of rows with the same verdict, and whether the
 same documents were kept (the relevance window is chosen before the model runs, so it must match
 exactly). Cells the CPU run lacks (the full pass at large k, say) are listed with the GPU run's AUROC
-alone. A GPU run's rows/s per cell come from its ``consens-distractors*.json``. The last line printed
-is one JSON object.
+alone, beside the lexical-support baseline on the same rows. A GPU run's rows/s per cell come from
+its ``consens-distractors*.json``. The last line printed is one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 from pathlib import Path
 from typing import Any
 
+from papers.consens.distractor_tables import pair_scores, read_records
 from ragsense.experiments import contrast
 
 
@@ -30,17 +30,19 @@ def _records(folder: Path) -> dict[tuple[str, int, str], dict[str, dict[str, Any
     cells: dict[tuple[str, int, str], dict[str, dict[str, Any]]] = {}
     for path in sorted(folder.glob("report-*-k*.jsonl.gz")):
         name = path.name.split("-")[1]
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            for line in fh:
-                rec = json.loads(line)
-                cells.setdefault((name, rec["k"], rec["condition"]), {})[rec["id"]] = rec
+        for rec in read_records(path):
+            cells.setdefault((name, rec["k"], rec["condition"]), {})[rec["id"]] = rec
     return cells
 
 
 def _auroc(rows: dict[str, dict[str, Any]]) -> tuple[float, list[float]]:
-    ids = sorted({i.rsplit(":", 1)[0] for i in rows})
-    figures = contrast([rows[f"{i}:pos"]["consens"] for i in ids], [rows[f"{i}:neg"]["consens"] for i in ids])
+    figures = contrast(*pair_scores({i: r["consens"] for i, r in rows.items()}))
     return figures["auroc"], figures["auroc_ci95"]
+
+
+def _lexical(rows: dict[str, dict[str, Any]]) -> float:
+    """The trivial baseline on the same rows: lexical support of the answer's words in the context."""
+    return float(contrast(*pair_scores({i: r["lexical_support"] for i, r in rows.items()}))["auroc"])
 
 
 def _rates(folder: Path) -> dict[tuple[str, int, str], float]:
@@ -116,6 +118,7 @@ def agreement(gpu: Path, cpu: Path) -> dict[str, Any]:
                 "rows": len(theirs[key]),
                 "auroc_gpu": auroc,
                 "auroc_gpu_ci95": ci,
+                "baseline_lexical_support": _lexical(theirs[key]),
                 "gpu_rows_per_s": rates.get(key),
             }
         )
@@ -150,7 +153,8 @@ def main() -> None:
         lo, hi = cell["auroc_gpu_ci95"]
         print(
             f"{cell['set']:9} k={cell['k']:<3} {cell['condition']:7} AUROC gpu {cell['auroc_gpu']:.3f} "
-            f"[{lo:.3f}, {hi:.3f}] (no CPU run)  rows/s {cell['gpu_rows_per_s']}"
+            f"[{lo:.3f}, {hi:.3f}] (no CPU run)  lexical support {cell['baseline_lexical_support']:.3f}  "
+            f"rows/s {cell['gpu_rows_per_s']}"
         )
     text = json.dumps(report, sort_keys=True, allow_nan=False)
     if args.out:

@@ -35,7 +35,8 @@ def _cell(cell: dict[str, Any] | None) -> str:
     return f"{cell['auroc']:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
-def _records(path: Path) -> list[dict[str, Any]]:
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The per-item records of one ``*.jsonl.gz`` file of a ``consens-distractors`` run."""
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         return [json.loads(line) for line in fh]
 
@@ -44,7 +45,7 @@ def _items(folder: Path, name: str, k: int) -> dict[str, list[dict[str, Any]]]:
     """``{condition: per-item records}`` of the report half at ``k``."""
     out: dict[str, list[dict[str, Any]]] = {}
     path = folder / f"report-{name}-k{k}.jsonl.gz"
-    for rec in _records(path) if path.exists() else []:
+    for rec in read_records(path) if path.exists() else []:
         out.setdefault(rec["condition"], []).append(rec)
     return out
 
@@ -56,10 +57,10 @@ def _scores(items: list[dict[str, Any]]) -> dict[str, float]:
 def _figures(items: list[dict[str, Any]]) -> dict[str, Any]:
     """AUROC with its paired bootstrap interval, the share of rows that read their own document,
     the lexical-support baseline and the windows per row, from per-item records."""
-    pos, neg = _pairs(_scores(items))
+    pos, neg = pair_scores(_scores(items))
     figures = contrast(pos, neg)
     read = [any(o in i["kept_documents"] for o in i["own_documents"]) for i in items]
-    lexical = _pairs({i["id"]: i["lexical_support"] for i in items})
+    lexical = pair_scores({i["id"]: i["lexical_support"] for i in items})
     return {
         "auroc": figures["auroc"],
         "auroc_ci95": figures["auroc_ci95"],
@@ -69,18 +70,19 @@ def _figures(items: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _pairs(scores: dict[str, float]) -> tuple[list[float], list[float]]:
+def pair_scores(scores: dict[str, float]) -> tuple[list[float], list[float]]:
+    """``(pos, neg)`` scores in the same pair order from ``{"<item>:pos" | "<item>:neg": score}``."""
     ids = sorted({i.rsplit(":", 1)[0] for i in scores})
     return [scores[f"{i}:pos"] for i in ids], [scores[f"{i}:neg"] for i in ids]
 
 
 def _delong(reference: list[dict[str, Any]], other: list[dict[str, Any]]) -> str:
-    test = delong_against(_pairs(_scores(reference)), {"other": _pairs(_scores(other))})["other"]
+    test = delong_against(pair_scores(_scores(reference)), {"other": pair_scores(_scores(other))})["other"]
     return f"{test['difference']:+.3f} (DeLong p {test['p_value']:.2g})"
 
 
 def _dev_cell(path: Path) -> dict[str, Any]:
-    return _figures(_records(path))
+    return _figures(read_records(path))
 
 
 def main() -> None:
@@ -198,7 +200,7 @@ def main() -> None:
                 best = {i["id"]: max(i["window_consens"]) for i in items["windows"]}
                 parts.append(
                     f"windows per row {cells[k]['windows']['windows_per_row']:.2f}; the best single "
-                    f"window's score (no rule chose it) {contrast(*_pairs(best))['auroc']:.3f}"
+                    f"window's score (no rule chose it) {contrast(*pair_scores(best))['auroc']:.3f}"
                 )
                 if {"windows", "budget"} <= set(speed.get(k, {})):
                     ratio = speed[k]["windows"] / speed[k]["budget"]

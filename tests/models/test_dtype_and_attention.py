@@ -13,7 +13,7 @@ import torch
 from ragsense.cli._common import add_model_options, model_spec_from_args
 from ragsense.errors import ParameterError
 from ragsense.models import load_model
-from ragsense.models._kernel import _attention_backends
+from ragsense.models._kernel import _attention_context
 
 
 def _options(*argv: str) -> dict[str, object]:
@@ -47,9 +47,9 @@ def test_another_dtype_has_another_fingerprint_and_float32_keeps_its_own() -> No
 
 
 def test_on_cuda_attention_stays_off_cudnn_unless_asked_and_a_cpu_is_left_alone() -> None:
-    assert _attention_backends(torch, torch.device("cpu"), False) is nullcontext
-    assert _attention_backends(torch, torch.device("cuda"), True) is nullcontext
-    enter = _attention_backends(torch, torch.device("cuda", 0), False)
+    assert _attention_context(torch, torch.device("cpu"), False) is nullcontext
+    assert _attention_context(torch, torch.device("cuda"), True) is nullcontext
+    enter = _attention_context(torch, torch.device("cuda", 0), False)
     before = torch.backends.cuda.cudnn_sdp_enabled()
     flash = torch.backends.cuda.flash_sdp_enabled()
     with enter():  # the flag is process-wide; the context restores it (no GPU needed to check)
@@ -59,7 +59,7 @@ def test_on_cuda_attention_stays_off_cudnn_unless_asked_and_a_cpu_is_left_alone(
 
 
 def test_cudnn_stays_off_while_any_thread_is_inside() -> None:
-    enter = _attention_backends(torch, torch.device("cuda"), False)
+    enter = _attention_context(torch, torch.device("cuda"), False)
     before = torch.backends.cuda.cudnn_sdp_enabled()
     first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
     seen: list[bool] = []
@@ -89,7 +89,9 @@ def test_cudnn_stays_off_while_any_thread_is_inside() -> None:
 def test_the_setting_travels_with_the_model() -> None:
     model = load_model("smollm2-135m", device="cpu")
     other = model.with_settings(cudnn_attention=True)  # type: ignore[attr-defined]
-    assert other.kernel._attention is nullcontext and model.kernel._attention is nullcontext  # CPU: untouched
+    assert other._settings["cudnn_attention"] is True and model._settings["cudnn_attention"] is False
+    assert other.with_settings()._settings["cudnn_attention"] is True  # kept by a further copy
+    assert model.kernel._attention is nullcontext  # on a CPU the switch never applies
 
 
 def test_a_vllm_model_takes_only_the_dtype_of_the_model_flags() -> None:

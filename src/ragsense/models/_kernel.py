@@ -102,7 +102,7 @@ class _CudnnAttentionOff:
                 self._cuda.enable_cudnn_sdp(cls._found)
 
 
-def _attention_backends(torch: Any, device: Any, cudnn: bool) -> Callable[[], AbstractContextManager[Any]]:
+def _attention_context(torch: Any, device: Any, cudnn: bool) -> Callable[[], AbstractContextManager[Any]]:
     """What :meth:`LogprobKernel.states` runs the body under: on CUDA without ``cudnn``, attention kept
     off cuDNN's kernel (torch then takes flash, memory-efficient or math attention, as it allows).
     cuDNN builds an execution plan for each new input shape (hundreds of ms, by its users' reports),
@@ -121,7 +121,7 @@ class LogprobKernel:
         self.torch = import_torch()
         self.model = model
         self.device = device
-        self._attention = _attention_backends(self.torch, device, cudnn_attention)
+        self._attention = _attention_context(self.torch, device, cudnn_attention)
         self.softcap = getattr(model.config, "final_logit_softcapping", None)
         # transformers 5.x renamed the KV-cache argument and output from ``past_key_values`` to ``cache``
         # (the old name warns and goes in 5.40); older releases know only the old name.
