@@ -88,3 +88,52 @@ def test_report_names_are_built_from_run_ids_only() -> None:
             default_output(bad)
         with pytest.raises(RunIdError):
             default_output("0123456789ab", bad)
+
+
+# ------------------------------------------------------------------------------------- CSV output
+
+
+def test_a_line_break_in_a_cell_cannot_start_an_unguarded_record(tmp_path: Path) -> None:
+    # Issue 38, as seen: the answer "Ada.\r=cmd|' /C calc'!A0" written with -o x.csv kept the bare CR
+    # unquoted, so the record split there and a new record began with an unguarded =cmd; reading the
+    # file back gave 2 rows from 1.
+    from ragsense.data import RagRow, read_rows
+
+    hostile = "Ada.\r=cmd|' /C calc'!A0"
+    rows = [
+        {**ROWS[0], "answer": hostile},
+        {**ROWS[1], "answer": "Ada.\n@SUM(1)", "note": "\r=cmd", "=HYPERLINK(\"x\")": "\n+1"},
+    ]
+    src = _write_jsonl(tmp_path / "rows.jsonl", rows)
+    out = tmp_path / "x.csv"
+    done = _ragsense("evaluate", str(src), "-o", str(out), "--model", "fake", "--metrics", "consens",
+                     "--no-store", "--table", "never")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    with out.open(encoding="utf-8", newline="") as handle:
+        records = list(csv.reader(handle))
+    assert len(records) == 3  # the header and two rows, whatever the cells hold
+    starts = ("=", "+", "-", "@", "\t", "\r")
+    cells = [cell for record in records for cell in record if not _is_number(cell)]
+    assert not [cell for cell in cells if cell.startswith(starts)]  # no cell a spreadsheet would run
+    assert records[1][records[0].index("answer")] == hostile  # one cell, quoted, as it was
+    assert "'=HYPERLINK(\"x\")" in records[0] and "'\r=cmd" in records[2]
+    back = [r for r in read_rows(out) if isinstance(r, RagRow)]
+    assert [r.answer for r in back] == [hostile, "Ada.\n@SUM(1)"]
+    assert back[1].extra["note"] == "\r=cmd" and back[1].extra["=HYPERLINK(\"x\")"] == "\n+1"
+    # And the file is an input again: two rows, as written.
+    again = tmp_path / "again.jsonl"
+    done = _ragsense("evaluate", str(out), "-o", str(again), "--model", "fake", "--metrics", "consens",
+                     "--no-store", "--table", "never")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["answer"] for line in again.read_text("utf-8").splitlines()] == [
+        hostile,
+        "Ada.\n@SUM(1)",
+    ]
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
