@@ -137,3 +137,81 @@ def _is_number(cell: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+# ------------------------------------------------------------------------- escape sequences printed
+
+
+def _assert_escaped(text: str) -> None:
+    assert not any(c in text for c in ESCAPES), repr(text)
+    assert "\\x1b]0;PWNED\\x07" in text, text
+
+
+def test_an_otlp_span_id_in_an_error_is_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 38, as seen: report_error printed an OTLP span id holding an OSC sequence raw.
+    span = {"traceId": "ab", "spanId": EVIL, "name": "llm", "startTimeUnixNano": "soon"}
+    export = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+    (tmp_path / "traces.json").write_text(json.dumps(export), encoding="utf-8")
+    code = main(["evaluate", str(tmp_path / "traces.json"), "--from", "otlp", "--model", "fake",
+                 "--metrics", "consens", "--no-store", "--table", "never"])  # fmt: skip
+    assert code == 2
+    _assert_escaped(capsys.readouterr().err)
+
+
+def test_a_langfuse_trace_id_in_an_error_is_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "traces.json").write_text(json.dumps([{"id": EVIL, "observations": "x"}]), encoding="utf-8")
+    code = main(["evaluate", str(tmp_path / "traces.json"), "--from", "langfuse", "--model", "fake",
+                 "--metrics", "consens", "--no-store", "--table", "never"])  # fmt: skip
+    assert code == 2
+    _assert_escaped(capsys.readouterr().err)
+
+
+def _bands_file(path: Path, **fields: Any) -> Path:
+    from ragsense.consens import default_bands
+
+    data = {**default_bands().to_dict(), **fields}
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_a_bands_file_field_in_an_error_is_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bands = _bands_file(tmp_path / "bands.json", score=EVIL)
+    src = _write_jsonl(tmp_path / "rows.jsonl", ROWS)
+    code = main(["evaluate", str(src), "--bands", str(bands), "--model", "fake", "--metrics", "consens",
+                 "--no-store", "--table", "never"])  # fmt: skip
+    assert code == 2
+    _assert_escaped(capsys.readouterr().err)
+
+
+def test_the_bands_note_of_compare_is_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "runs.sqlite"
+    src = _write_jsonl(tmp_path / "rows.jsonl", ROWS)
+    bands = _bands_file(tmp_path / "bands.json", origin=EVIL, grounded_at=0.5)
+    args = ["--model", "fake", "--metrics", "consens", "--store", str(store), "--table", "never"]
+    assert main(["evaluate", str(src), *args, "--tag", "a"]) == 0
+    assert main(["evaluate", str(src), *args, "--tag", "b", "--bands", str(bands)]) == 0
+    capsys.readouterr()
+    assert main(["compare", "a", "b", "--store", str(store)]) == 0
+    printed = capsys.readouterr()
+    assert "different verdict bands" in printed.err
+    _assert_escaped(printed.out + printed.err)
+
+
+def test_calibrate_row_errors_are_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [
+        {"id": f"{label}-{k}", "question": "Q?", "contexts": ["C."], "answer": "A.", "label": label,
+         "consens": (k / 20 if label else -k / 20), "aggregation": "support"}
+        for k in range(12) for label in (0, 1)
+    ]  # fmt: skip
+    rows.append({**rows[0], "id": EVIL, "label": "maybe"})
+    src = _write_jsonl(tmp_path / "labelled.jsonl", rows)
+    code = main(["calibrate", str(src), "-o", str(tmp_path / "bands.json"), "--min-per-class", "5",
+                 "--folds", "2", "--model", "fake"])  # fmt: skip
+    printed = capsys.readouterr()
+    assert code == 3, printed.err
+    assert "row error" in printed.err
+    _assert_escaped(printed.err)
