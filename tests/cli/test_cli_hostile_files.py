@@ -17,7 +17,12 @@ import pytest
 from ragsense.cli import main
 
 ROWS = [
-    {"id": f"r{i}", "question": f"Who wrote book {i}?", "contexts": [f"Ada wrote book {i}."], "answer": "Ada."}
+    {
+        "id": f"r{i}",
+        "question": f"Who wrote book {i}?",
+        "contexts": [f"Ada wrote book {i}."],
+        "answer": "Ada.",
+    }
     for i in range(3)
 ]
 ESCAPES = "\x1b\x07\x9b"
@@ -102,7 +107,7 @@ def test_a_line_break_in_a_cell_cannot_start_an_unguarded_record(tmp_path: Path)
     hostile = "Ada.\r=cmd|' /C calc'!A0"
     rows = [
         {**ROWS[0], "answer": hostile},
-        {**ROWS[1], "answer": "Ada.\n@SUM(1)", "note": "\r=cmd", "=HYPERLINK(\"x\")": "\n+1"},
+        {**ROWS[1], "answer": "Ada.\n@SUM(1)", "note": "\r=cmd", '=HYPERLINK("x")': "\n+1"},
     ]
     src = _write_jsonl(tmp_path / "rows.jsonl", rows)
     out = tmp_path / "x.csv"
@@ -116,10 +121,10 @@ def test_a_line_break_in_a_cell_cannot_start_an_unguarded_record(tmp_path: Path)
     cells = [cell for record in records for cell in record if not _is_number(cell)]
     assert not [cell for cell in cells if cell.startswith(starts)]  # no cell a spreadsheet would run
     assert records[1][records[0].index("answer")] == hostile  # one cell, quoted, as it was
-    assert "'=HYPERLINK(\"x\")" in records[0] and "'\r=cmd" in records[2]
+    assert '\'=HYPERLINK("x")' in records[0] and "'\r=cmd" in records[2]
     back = [r for r in read_rows(out) if isinstance(r, RagRow)]
     assert [r.answer for r in back] == [hostile, "Ada.\n@SUM(1)"]
-    assert back[1].extra["note"] == "\r=cmd" and back[1].extra["=HYPERLINK(\"x\")"] == "\n+1"
+    assert back[1].extra["note"] == "\r=cmd" and back[1].extra['=HYPERLINK("x")'] == "\n+1"
     # And the file is an input again: two rows, as written.
     again = tmp_path / "again.jsonl"
     done = _ragsense("evaluate", str(out), "-o", str(again), "--model", "fake", "--metrics", "consens",
@@ -215,3 +220,56 @@ def test_calibrate_row_errors_are_escaped(tmp_path: Path, capsys: pytest.Capture
     assert code == 3, printed.err
     assert "row error" in printed.err
     _assert_escaped(printed.err)
+
+
+# ------------------------------------------------------------------------------- --annotations FILE
+
+
+def _rag_trace_file(path: Path) -> Path:
+    def attr(key: str, value: str) -> dict[str, Any]:
+        return {"key": key, "value": {"stringValue": value}}
+
+    kind, trace = "openinference.span.kind", "a" * 32
+    spans = [
+        {"traceId": trace, "spanId": "a" * 15 + "0", "name": "query", "startTimeUnixNano": "1",
+         "attributes": [attr(kind, "CHAIN"), attr("input.value", "Who designs proteins?")]},
+        {"traceId": trace, "spanId": "a" * 15 + "1", "parentSpanId": "a" * 15 + "0", "name": "retrieve",
+         "startTimeUnixNano": "2", "attributes": [
+             attr(kind, "RETRIEVER"), attr("input.value", "Who designs proteins?"),
+             attr("retrieval.documents.0.document.content", "David Baker designs proteins.")]},
+        {"traceId": trace, "spanId": "a" * 15 + "2", "parentSpanId": "a" * 15 + "0", "name": "llm",
+         "startTimeUnixNano": "3", "attributes": [attr(kind, "LLM"), attr("output.value", "David Baker.")]},
+    ]  # fmt: skip
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}), encoding="utf-8")
+    return path
+
+
+def test_annotations_never_replace_an_existing_file_unless_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 38, as seen: --annotations FILE overwrote any file, the input trace file included.
+    from ragsense.traces import read_annotations
+
+    source = _rag_trace_file(tmp_path / "traces.json")
+    original = source.read_bytes()
+    args = ["evaluate", str(source), "--from", "otlp", "--model", "fake", "--metrics", "consens",
+            "--no-store", "--table", "never"]  # fmt: skip
+    for flags in ([], ["--overwrite"]):  # the input itself: refused, --overwrite or not
+        with pytest.raises(SystemExit) as stopped:
+            main([*args, "--annotations", str(source), *flags])
+        assert stopped.value.code == 2 and "is the INPUT file" in capsys.readouterr().err
+    assert source.read_bytes() == original
+    precious = tmp_path / "precious.json"
+    precious.write_text("keep me\n", encoding="utf-8")
+    assert main([*args, "--annotations", str(precious)]) == 2
+    err = capsys.readouterr().err
+    assert "annotations file" in err and "already exists" in err and "--overwrite" in err
+    assert precious.read_text(encoding="utf-8") == "keep me\n"
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(SystemExit) as stopped:
+        main([*args, "-o", str(out), "--annotations", str(out), "--overwrite"])
+    assert stopped.value.code == 2 and "is the --output file" in capsys.readouterr().err
+    assert not out.exists()
+    assert main([*args, "--annotations", str(precious), "--overwrite"]) == 0
+    assert len(read_annotations(precious)) == 1
+    assert source.read_bytes() == original

@@ -245,6 +245,35 @@ def claim_output(output: RunOutput | None, *, resume: bool, overwrite: bool) -> 
 
 
 @dataclass(frozen=True)
+class FinalFile:
+    """A file a command writes when its run ends, beside the run's output (``evaluate --annotations``),
+    claimed with :func:`claim_output` like the output itself: locked, and an existing one refused
+    unless replaced (``overwrite``) or continued (``resume``: it is written again from the whole run).
+
+    >>> import tempfile, pathlib
+    >>> notes = FinalFile(pathlib.Path(tempfile.mkdtemp()) / "notes.jsonl", "annotations file")
+    >>> _ = notes.path.write_text("")
+    >>> with claim_output(notes, resume=False, overwrite=False):  # doctest: +ELLIPSIS
+    ...     pass
+    Traceback (most recent call last):
+    ...
+    ragsense.errors.OutputExistsError: annotations file '...notes.jsonl' already exists; continue it ...
+    """
+
+    path: Path
+    what: str
+
+    @property
+    def lock_location(self) -> Path:
+        return self.path
+
+    def existing(self) -> tuple[str, bool] | None:
+        if not self.path.exists():
+            return None
+        return f"{self.what} {str(self.path)!r} already exists", True
+
+
+@dataclass(frozen=True)
 class OutputFile:
     """A local run's output: a file (``path``; chunks are appended to its :func:`working_file` as they
     finish) or stdout (``path`` None)."""
