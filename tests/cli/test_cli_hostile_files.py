@@ -273,3 +273,45 @@ def test_annotations_never_replace_an_existing_file_unless_asked(
     assert main([*args, "--annotations", str(precious), "--overwrite"]) == 0
     assert len(read_annotations(precious)) == 1
     assert source.read_bytes() == original
+
+
+# ------------------------------------------------------------------------------- hostile --bands files
+
+
+def _hostile_bands(tmp_path: Path, kind: str) -> tuple[Path, str]:
+    from ragsense.consens import default_bands
+
+    fields = default_bands().to_dict()
+    path = tmp_path / f"{kind}.json"
+    if kind == "deep":
+        path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+        return path, "nested deeper than"
+    if kind == "deep-fit":
+        fit: dict[str, Any] = {}
+        for _ in range(900):
+            fit = {"a": fit}
+        path.write_text(json.dumps({**fields, "fit": fit}), encoding="utf-8")
+        return path, "nested deeper than"
+    if kind == "huge-number":
+        text = json.dumps({**fields, "grounded_at": 0})
+        path.write_text(text.replace('"grounded_at": 0', '"grounded_at": 1' + "0" * 400), encoding="utf-8")
+        return path, "finite number"
+    if kind == "too-many-digits":
+        path.write_text(json.dumps({**fields, "grounded_at": 0}).replace(" 0,", " 1" + "0" * 5000 + ","))
+        return path, "is not JSON"
+    path.write_bytes(json.dumps({**fields, "origin": "x"}).replace('"x"', '"caf\xe9"').encode("latin-1"))
+    return path, "is not UTF-8 text"
+
+
+@pytest.mark.parametrize("kind", ["deep", "deep-fit", "huge-number", "too-many-digits", "latin-1"])
+def test_hostile_bands_files_are_bad_input(
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 38, as seen: deep nesting, a 400-digit number and non-UTF-8 exited 1 ("internal error").
+    bands, reason = _hostile_bands(tmp_path, kind)
+    src = _write_jsonl(tmp_path / "rows.jsonl", ROWS)
+    code = main(["evaluate", str(src), "--bands", str(bands), "--model", "fake", "--metrics", "consens",
+                 "--store", str(tmp_path / "runs.sqlite"), "--table", "never"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert str(bands) in err and reason in err and "internal error" not in err
