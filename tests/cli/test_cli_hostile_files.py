@@ -315,3 +315,28 @@ def test_hostile_bands_files_are_bad_input(
     err = capsys.readouterr().err
     assert code == 2, err
     assert str(bands) in err and reason in err and "internal error" not in err
+
+
+# ------------------------------------------------------------------------------- one lock per file
+
+
+def test_every_name_of_an_output_shares_its_lock(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 38, as seen: the lock was keyed by the path as given, so `-o link.jsonl` (a symlink to
+    # same.jsonl) took a lock of its own while another run wrote same.jsonl.
+    from ragsense.evaluation._outputs import acquire_output_lock, release_output_lock
+
+    src = _write_jsonl(tmp_path / "rows.jsonl", ROWS)
+    same = tmp_path / "same.jsonl"
+    (tmp_path / "link.jsonl").symlink_to(same)
+    (tmp_path / "sub").mkdir()
+    lock = acquire_output_lock(same)  # a live run (this process) is writing same.jsonl
+    args = ["--model", "fake", "--metrics", "consens", "--no-store", "--table", "never"]
+    try:
+        for name in ("link.jsonl", "sub/../same.jsonl"):
+            assert main(["evaluate", str(src), "-o", str(tmp_path / name), *args]) == 2
+            assert "being written by another run" in capsys.readouterr().err
+        assert not same.exists()
+    finally:
+        release_output_lock(lock)
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "link.jsonl"), *args]) == 0
+    assert len(same.read_text(encoding="utf-8").splitlines()) == len(ROWS) and not lock.exists()

@@ -76,8 +76,10 @@ _UNREADABLE_GRACE_S = 10.0
 
 
 def lock_path(path: str | os.PathLike[str]) -> Path:
-    """The lock file of an output: ``OUT.lock`` beside it."""
-    target = Path(path)
+    """The lock file of an output: ``OUT.lock`` beside the file it is, links resolved, so every name
+    of one file (``link.jsonl`` pointing at ``same.jsonl``, ``./out.jsonl``, ``dir/../out.jsonl``)
+    has one lock."""
+    target = Path(os.path.realpath(path))
     return target.with_name(target.name + LOCK_SUFFIX)
 
 
