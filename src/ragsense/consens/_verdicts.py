@@ -28,7 +28,7 @@ BANDS_FORMAT = "ragsense.bands/1"
 """The ``format`` tag of a bands file; a file with another tag is refused, not guessed at."""
 
 MAX_DEPTH = 32
-"""How deeply a bands file's JSON may nest (``calibrate`` writes 3 levels): a deeper one is refused
+"""How deeply a bands file's JSON may nest (``calibrate`` writes 5 levels): a deeper one is refused
 before anything walks it recursively (copying, storing it with the run)."""
 
 
@@ -36,7 +36,7 @@ def _depth(value: Any) -> int:
     """How deeply ``value`` nests (lists and objects), walked without recursion.
 
     >>> _depth(1), _depth({"a": [1, {"b": []}]})
-    (0, 3)
+    (0, 4)
     """
     deepest, stack = 0, [(value, 0)]
     while stack:

@@ -40,8 +40,8 @@ from ragsense.runs._schema import SCHEMA_VERSION, StoreVersionError
 from ragsense.runs._store import (
     COMPLETE,
     INCOMPLETE,
-    RUNNING,
     RUN_ID,
+    RUNNING,
     STORE_ENV,
     InputHasher,
     RunIdError,
