@@ -340,3 +340,17 @@ def test_every_name_of_an_output_shares_its_lock(tmp_path: Path, capsys: pytest.
         release_output_lock(lock)
     assert main(["evaluate", str(src), "-o", str(tmp_path / "link.jsonl"), *args]) == 0
     assert len(same.read_text(encoding="utf-8").splitlines()) == len(ROWS) and not lock.exists()
+
+
+def test_log_lines_are_escaped(tmp_path: Path) -> None:
+    # A log line quotes what the user gave (here an output name holding an OSC sequence, logged by
+    # --resume with -v): the same writer escapes it. A subprocess: pytest's own log handlers would
+    # keep the command line's from being installed.
+    src = _write_jsonl(tmp_path / "rows.jsonl", ROWS)
+    out = tmp_path / f"out{EVIL}.jsonl"
+    out.write_text('{"_row": 0, "trunc', encoding="utf-8")  # a run killed while writing its first line
+    done = _ragsense("-v", "evaluate", str(src), "-o", str(out), "--resume", "--model", "fake",
+                     "--metrics", "consens", "--no-store", "--table", "never")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "dropping the truncated last line" in done.stderr
+    _assert_escaped(done.stderr)
