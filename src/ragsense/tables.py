@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from typing import TextIO
 
-__all__ = ["render_table", "shorten", "terminal_safe"]
+__all__ = ["echo", "render_table", "shorten", "terminal_safe"]
 
 # Bidirectional embeddings, overrides and isolates: they reorder what a terminal shows ("Trojan
 # Source"), so they are escaped like control characters.
@@ -32,6 +34,22 @@ def terminal_safe(text: str, *, keep_newlines: bool = False) -> str:
         else:
             out.append(char)
     return "".join(out)
+
+
+def echo(*lines: str, file: TextIO | None = None, keep_newlines: bool = False) -> None:
+    r"""Print ``lines`` to the terminal (stderr unless ``file``), one per line, each escaped with
+    :func:`terminal_safe`: the one way the command line writes text that may hold a user's input
+    (error messages, notes, row errors, summaries). ``keep_newlines`` as in :func:`terminal_safe`, for
+    multi-line text ragsense composed; else a line break inside a line is escaped too, so input cannot
+    forge a line of its own.
+
+    >>> import io; out = io.StringIO()
+    >>> echo("ragsense: error: span \x1b]0;PWNED\x07", "a\nb", file=out); print(out.getvalue(), end="")
+    ragsense: error: span \x1b]0;PWNED\x07
+    a\nb
+    """
+    text = "\n".join(terminal_safe(line, keep_newlines=keep_newlines) for line in lines)
+    print(text, file=sys.stderr if file is None else file)
 
 
 def shorten(text: str, width: int) -> str:

@@ -17,7 +17,6 @@ import argparse
 import dataclasses
 import json
 import math
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from ragsense.consens import (
 )
 from ragsense.data import RagRow, read_rows
 from ragsense.errors import InputError, ParameterError
-from ragsense.tables import render_table
+from ragsense.tables import echo, render_table
 
 SCORE_FIELD = "consens"
 ERRORS_SHOWN = 10
@@ -312,5 +311,5 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if len(errors) > ERRORS_SHOWN:
         lines.append(f"... and {len(errors) - ERRORS_SHOWN} more row errors")
     lines.append(f"wrote {output} (use it with --bands {output})")
-    print("\n".join(lines), file=sys.stderr)
+    echo(*lines)
     return EXIT_ROW_ERRORS if errors else EXIT_OK

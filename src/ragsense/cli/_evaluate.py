@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import Any
 
 from ragsense.cli._common import add_consens_options, model_spec_from_args
@@ -22,9 +24,11 @@ from ragsense.evaluation import (
     DEFAULT_METRICS,
     EngineSpec,
     Evaluation,
+    FinalFile,
     Metric,
     RayEngine,
     available_metrics,
+    claim_output,
     create_metric,
     require_ray,
     resolve_metrics,
@@ -62,7 +66,10 @@ def add_parser(sub: Any) -> None:
     traces.add_argument(
         "--annotations",
         metavar="FILE",
-        help="write one annotation per scored span: .jsonl Phoenix span annotations, .json OTLP span events",
+        help=(
+            "write one annotation per scored span: .jsonl Phoenix span annotations, .json OTLP span "
+            "events (an existing FILE is refused unless --overwrite)"
+        ),
     )
     parser.add_argument(
         "--metrics",
@@ -216,6 +223,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageExit("ragsense evaluate: --from reads a trace export on the local engine only")
     if args.annotations and not args.annotations.lower().endswith((".jsonl", ".json")):
         raise UsageExit("ragsense evaluate: --annotations FILE must end in .jsonl (Phoenix) or .json (OTLP)")
+    annotations = _annotations_file(args)
     metrics = metrics_from_args(args)
     rows: TraceRows | None = None
     if args.trace_from:
@@ -230,6 +238,20 @@ def run(args: argparse.Namespace) -> int:
             out.append(f"{written} span annotations written to {args.annotations}")
         return out
 
-    return run_command(
-        args, "evaluate", metrics, _columns(metrics), engine=engine, source=rows, extra_lines=lines
-    )
+    # The annotations file is claimed like the output, before a row is read or a model loaded.
+    with claim_output(annotations, resume=args.resume, overwrite=args.overwrite):
+        return run_command(
+            args, "evaluate", metrics, _columns(metrics), engine=engine, source=rows, extra_lines=lines
+        )
+
+
+def _annotations_file(args: argparse.Namespace) -> FinalFile | None:
+    """``--annotations FILE`` as an output to claim; never the input or ``-o`` (not even with
+    ``--overwrite``: the run reads the one and writes the other)."""
+    if not args.annotations:
+        return None
+    path = Path(args.annotations)
+    for flag, other in (("INPUT", args.input), ("--output", args.output)):
+        if other and other != "-" and os.path.realpath(other) == os.path.realpath(path):
+            raise UsageExit(f"ragsense evaluate: --annotations {args.annotations} is the {flag} file")
+    return FinalFile(path, "annotations file")

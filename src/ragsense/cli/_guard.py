@@ -10,6 +10,7 @@ from typing import Any
 from ragsense.cli._common import add_model_options, model_spec_from_args
 from ragsense.cli._numbers import non_negative_float, port, positive_float, positive_int, score
 from ragsense.cli._run import EXIT_USAGE
+from ragsense.tables import echo
 
 _LIMIT_FLAGS = (
     ("--max-body-bytes", "max_body_bytes", "request body size"),
@@ -167,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         from ragsense.guard import serve
     except ImportError as exc:  # the extra is missing; the message names what to install
         message = str(exc) if INSTALL_HINT in str(exc) else f"{exc} ({INSTALL_HINT})"
-        print(f"ragsense: error: {message}", file=sys.stderr)
+        echo(f"ragsense: error: {message}")
         return EXIT_USAGE
     level = getattr(logging, args.log_level.upper())
     logging.getLogger("ragsense.guard").setLevel(level)

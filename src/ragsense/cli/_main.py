@@ -27,6 +27,7 @@ from ragsense.cli import (
 from ragsense.cli._run import EXIT_USAGE
 from ragsense.errors import RagsenseError
 from ragsense.evaluation import ResultCountError
+from ragsense.tables import echo, terminal_safe
 
 EXIT_INTERNAL = 1
 """A bug, in ragsense or in a plug-in it loaded: the code Python itself exits with on an uncaught error."""
@@ -99,12 +100,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # the run store keeps the command line
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(_EscapingFormatter("%(message)s"))
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[handler])
     try:
         code: int = args.run(args)
     except (Exception, KeyboardInterrupt) as exc:  # SystemExit (argparse, UsageExit) passes through
         return report_error(exc)
     return code
+
+
+class _EscapingFormatter(logging.Formatter):
+    """Log lines (a metric's chunk error quotes the row's text) escaped like every other line the
+    command line prints (:func:`ragsense.tables.terminal_safe`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_safe(super().format(record), keep_newlines=True)
 
 
 def exit_code(error: BaseException) -> int:
@@ -130,18 +141,17 @@ def report_error(error: BaseException) -> int:
     if code == EXIT_BROKEN_PIPE:
         _silence_stdout()
     elif code == EXIT_INTERRUPTED:
-        print("ragsense: interrupted; finished rows are saved (continue with --resume)", file=sys.stderr)
+        echo("ragsense: interrupted; finished rows are saved (continue with --resume)")
     elif code == EXIT_INTERNAL:
         # Not "error: <message>" alone: a bug's message reads like advice the user cannot act on.
-        print(
-            f"ragsense: internal error: {type(error).__name__}: {error}\n"
+        echo(
+            f"ragsense: internal error: {type(error).__name__}: {error}",
             "ragsense: this is a bug in ragsense or in a plug-in it loaded; please report it with the "
             f"command line (set {DEBUG_ENV}=1 to see the traceback)",
-            file=sys.stderr,
         )
     else:
-        message = error.for_cli() if isinstance(error, RagsenseError) else str(error)
-        print(f"ragsense: error: {message}", file=sys.stderr)
+        # Messages quote the input (a span or trace id, a bands file's field): escaped, never raw.
+        echo(f"ragsense: error: {error.for_cli() if isinstance(error, RagsenseError) else error}")
     return code
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 
@@ -34,9 +33,10 @@ def add_parser(sub: Any) -> None:
 def run_report(args: argparse.Namespace) -> int:
     from ragsense.report import write_report
     from ragsense.runs import RunStore
+    from ragsense.tables import echo
 
     store = RunStore(args.store) if args.store else RunStore()
     path = write_report(store, args.ref, args.ref_b, output=args.output)
     size = path.stat().st_size
-    print(f"wrote {path} ({size / 1e6:.2f} MB)", file=sys.stderr)
+    echo(f"wrote {path} ({size / 1e6:.2f} MB)")
     return 0

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -43,7 +42,7 @@ from ragsense.runs import (
     parse_gates,
     write_junit,
 )
-from ragsense.tables import render_table, terminal_safe
+from ragsense.tables import echo, render_table
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -61,7 +60,7 @@ class UsageExit(SystemExit):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
-        print(message, file=sys.stderr)
+        echo(message)
         self.code = EXIT_USAGE
 
 
@@ -258,7 +257,7 @@ def run_command(
             )
             lines.append(f"JUnit XML written to {path}")
     # Error messages and file names in the summary can carry a user's text: no raw escape sequences.
-    print("\n" + terminal_safe("\n".join(lines), keep_newlines=True), file=sys.stderr)
+    echo("", *lines, keep_newlines=True)
     if failed:
         return EXIT_GATE_FAILED
     return EXIT_ROW_ERRORS if evaluation.has_errors else EXIT_OK

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Mapping
 from typing import Any
 
 from ragsense.cli._numbers import non_negative_int, positive_int
 from ragsense.cli._run import UsageExit
 from ragsense.runs import RunStore, StoredRun, compare_runs, format_comparison
-from ragsense.tables import render_table, terminal_safe
+from ragsense.tables import echo, render_table, terminal_safe
 
 
 def _add_store_option(parser: argparse.ArgumentParser) -> None:
@@ -89,7 +88,7 @@ def run_runs(args: argparse.Namespace) -> int:
         print(json.dumps([r.to_dict() for r in listed], indent=2))
         return 0
     if not listed:
-        print(f"no runs in {store.path}", file=sys.stderr)
+        echo(f"no runs in {store.path}")
         return 0
     rows = [
         [
@@ -106,7 +105,7 @@ def run_runs(args: argparse.Namespace) -> int:
     ]
     headers = ["id", "created (UTC)", "status", "tag", "dataset", "metrics", "n", "means"]
     print(render_table(headers, rows, [12, 19, 10, 12, 24, 22, 6, 40]))
-    print(f"\n{len(listed)} run(s) in {store.path}", file=sys.stderr)
+    echo("", f"{len(listed)} run(s) in {store.path}")
     return 0
 
 
@@ -194,7 +193,7 @@ def run_compare(args: argparse.Namespace) -> int:
     bands_a, bands_b = _run_bands(a), _run_bands(b)
     if bands_a != bands_b and bands_a and bands_b:
         # Verdict counts under different edges differ for that reason alone.
-        print(f"note: the runs used different verdict bands: A {bands_a}; B {bands_b}", file=sys.stderr)
+        echo(f"note: the runs used different verdict bands: A {bands_a}; B {bands_b}")
     if a.input_hash and b.input_hash and a.input_hash != b.input_hash:
-        print("note: the two runs had different input rows (their input hashes differ)", file=sys.stderr)
+        echo("note: the two runs had different input rows (their input hashes differ)")
     return 0

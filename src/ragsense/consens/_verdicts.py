@@ -27,6 +27,26 @@ VERDICTS = ("grounded", "unsure", "ungrounded", "refusal")
 BANDS_FORMAT = "ragsense.bands/1"
 """The ``format`` tag of a bands file; a file with another tag is refused, not guessed at."""
 
+MAX_DEPTH = 32
+"""How deeply a bands file's JSON may nest (``calibrate`` writes 5 levels): a deeper one is refused
+before anything walks it recursively (copying, storing it with the run)."""
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests (lists and objects), walked without recursion.
+
+    >>> _depth(1), _depth({"a": [1, {"b": []}]})
+    (0, 4)
+    """
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping | list):
+            deepest = max(deepest, depth + 1)
+            if depth + 1 <= MAX_DEPTH:  # past the limit the answer is known: stop walking
+                stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, Mapping) else item))
+    return deepest
+
 
 @dataclass(frozen=True)
 class Bands:
@@ -54,8 +74,16 @@ class Bands:
     def __post_init__(self) -> None:
         for name in ("grounded_at", "ungrounded_below"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise ParameterError(f"must be a finite number, got {value!r}", parameter=name)
+            try:
+                finite = (
+                    isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+                )
+            except OverflowError:  # an integer past float's range (a 400-digit number in a bands file)
+                finite = False
+            if not finite:
+                big = isinstance(value, int) and value.bit_length() > 64
+                shown = f"an integer of {value.bit_length()} bits" if big else repr(value)
+                raise ParameterError(f"must be a finite number, got {shown}", parameter=name)
         if self.ungrounded_below > self.grounded_at:
             raise ParameterError(
                 f"ungrounded_below ({self.ungrounded_below}) is above grounded_at ({self.grounded_at})",
@@ -85,6 +113,8 @@ class Bands:
             raise ParameterError(
                 f"{where}: expected a JSON object, got {type(data).__name__}", parameter="bands"
             )
+        if _depth(data) > MAX_DEPTH:
+            raise ParameterError(f"{where}: nested deeper than {MAX_DEPTH} levels", parameter="bands")
         tag = data.get("format")
         if tag != BANDS_FORMAT:
             raise ParameterError(
@@ -125,9 +155,17 @@ class Bands:
         except OSError as exc:
             reason = exc.strerror or exc
             raise ParameterError(f"cannot read bands file {path}: {reason}", parameter="bands") from None
+        except UnicodeDecodeError as exc:
+            raise ParameterError(
+                f"bands file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})", parameter="bands"
+            ) from None
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except RecursionError:
+            raise ParameterError(
+                f"bands file {path}: nested deeper than {MAX_DEPTH} levels", parameter="bands"
+            ) from None
+        except ValueError as exc:  # not JSON, or an integer of more digits than Python converts
             raise ParameterError(f"bands file {path} is not JSON: {exc}", parameter="bands") from None
         return cls.from_dict(data, where=f"bands file {path}")
 

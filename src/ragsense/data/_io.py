@@ -13,7 +13,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeAlias
@@ -230,7 +230,11 @@ def _csv_records(file: Path) -> Iterator[_Record]:
             # A short row leaves the columns it lacks as None: treat them as absent. Cells guarded
             # against formula injection when written (write_csv) read back as they were.
             yield (
-                {key: unguard_csv_text(value) for key, value in record.items() if value is not None},
+                {
+                    unguard_csv_text(key): unguard_csv_text(value)
+                    for key, value in record.items()
+                    if value is not None
+                },
                 None,
                 None,
             )
@@ -403,6 +407,26 @@ def _csv_cell(value: Any, row: int, column: str) -> str:
         raise ValueError(f"row {row}, column {column!r}: {exc}") from exc
 
 
+def _csv_lines(records: Iterable[Sequence[str]]) -> Iterator[str]:
+    r"""CSV records, each ending in ``\n``, every cell holding a CR or LF quoted.
+
+    The csv module quotes a cell that holds a character of its line terminator, and only those: with
+    ``\n`` alone a bare CR went out unquoted and a reader split the record there, the text after
+    it a new record whose first cell no formula guard had seen (issue 38). So each record is written
+    with ``\r\n`` (both quoted) and that ending, the record's last two characters, becomes ``\n``.
+
+    >>> list(_csv_lines([["a", "Ada.\r=cmd", "x\ny"]]))
+    ['a,"Ada.\r=cmd","x\ny"\n']
+    """
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    for cells in records:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow(cells)
+        yield buffer.getvalue()[:-2] + "\n"
+
+
 def write_csv(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> int:
     """Write rows to a CSV file; returns the row count.
 
@@ -410,7 +434,8 @@ def write_csv(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -
     booleans are written as JSON (``0.5``, ``true``); lists and dicts as JSON text. NaN/infinity raise.
     A text cell a spreadsheet would run as a formula (starting with ``=``, ``+``, ``-``, ``@``, a tab
     or a carriage return) is written with a ``'`` before it (:func:`guard_csv_text`, OWASP's advice
-    against CSV injection); :func:`read_rows` removes it again, so the values round-trip.
+    against CSV injection), column names included; a cell holding a line break (CR or LF) is quoted,
+    so it stays one cell. :func:`read_rows` removes the guard again, so the values round-trip.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "out.csv"
@@ -429,11 +454,9 @@ def write_csv(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -
         [_csv_cell(row.get(column), index, column) for column in columns]
         for index, row in enumerate(materialized)
     ]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(list(columns))
-    writer.writerows(cells)
+    # Column names come from the input too: guarded like every other text cell.
+    header = [guard_csv_text(str(column)) for column in columns]
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(buffer.getvalue(), encoding="utf-8", newline="")
+    target.write_text("".join(_csv_lines([header, *cells])), encoding="utf-8", newline="")
     return len(materialized)

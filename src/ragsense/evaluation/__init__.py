@@ -30,7 +30,14 @@ from ragsense.evaluation._evaluation import (
     summarize,
 )
 from ragsense.evaluation._inputs import Data, rows_from
-from ragsense.evaluation._outputs import OUTPUT_SUFFIXES, check_output, save_rows, working_file
+from ragsense.evaluation._outputs import (
+    OUTPUT_SUFFIXES,
+    FinalFile,
+    check_output,
+    claim_output,
+    save_rows,
+    working_file,
+)
 from ragsense.evaluation._registry import (
     DEFAULT_METRICS,
     ENTRY_POINT_GROUP,
@@ -63,6 +70,7 @@ __all__ = [
     "ErrorRecord",
     "EvaluateRequest",
     "Evaluation",
+    "FinalFile",
     "LocalEngine",
     "Metric",
     "MetricInfo",
@@ -80,6 +88,7 @@ __all__ = [
     "aevaluate",
     "available_metrics",
     "check_output",
+    "claim_output",
     "create_metric",
     "errors_of",
     "evaluate",

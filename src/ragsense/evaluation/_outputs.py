@@ -76,8 +76,10 @@ _UNREADABLE_GRACE_S = 10.0
 
 
 def lock_path(path: str | os.PathLike[str]) -> Path:
-    """The lock file of an output: ``OUT.lock`` beside it."""
-    target = Path(path)
+    """The lock file of an output: ``OUT.lock`` beside the file it is, links resolved, so every name
+    of one file (``link.jsonl`` pointing at ``same.jsonl``, ``./out.jsonl``, ``dir/../out.jsonl``)
+    has one lock."""
+    target = Path(os.path.realpath(path))
     return target.with_name(target.name + LOCK_SUFFIX)
 
 
@@ -242,6 +244,35 @@ def claim_output(output: RunOutput | None, *, resume: bool, overwrite: bool) -> 
         if output is not None:
             check_free(output, resume=resume, overwrite=overwrite)
         yield
+
+
+@dataclass(frozen=True)
+class FinalFile:
+    """A file a command writes when its run ends, beside the run's output (``evaluate --annotations``),
+    claimed with :func:`claim_output` like the output itself: locked, and an existing one refused
+    unless replaced (``overwrite``) or continued (``resume``: it is written again from the whole run).
+
+    >>> import tempfile, pathlib
+    >>> notes = FinalFile(pathlib.Path(tempfile.mkdtemp()) / "notes.jsonl", "annotations file")
+    >>> _ = notes.path.write_text("")
+    >>> with claim_output(notes, resume=False, overwrite=False):  # doctest: +ELLIPSIS
+    ...     pass
+    Traceback (most recent call last):
+    ...
+    ragsense.errors.OutputExistsError: annotations file '...notes.jsonl' already exists; continue it ...
+    """
+
+    path: Path
+    what: str
+
+    @property
+    def lock_location(self) -> Path:
+        return self.path
+
+    def existing(self) -> tuple[str, bool] | None:
+        if not self.path.exists():
+            return None
+        return f"{self.what} {str(self.path)!r} already exists", True
 
 
 @dataclass(frozen=True)

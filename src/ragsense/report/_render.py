@@ -12,7 +12,7 @@ from ragsense.report._data import build_payload, row_keys
 from ragsense.report._fit import Report, fit_page
 from ragsense.report._summary import comparison_info, run_info, score_columns, verdict_columns
 from ragsense.report._texts import ReportLimits
-from ragsense.runs import Comparison, RunStore, StoredRun, compare_rows
+from ragsense.runs import Comparison, RunStore, StoredRun, check_run_id, compare_rows
 
 RunRows = tuple[StoredRun, Sequence[Mapping[str, Any]]]
 
@@ -72,10 +72,14 @@ def render_report(
 def default_output(run_id: str, other_id: str | None = None) -> Path:
     """``ragsense-report-<id>.html`` (``ragsense-report-<a>-vs-<b>.html``) in the working directory.
 
-    >>> default_output("abc").name, default_output("a", "b").name
-    ('ragsense-report-abc.html', 'ragsense-report-a-vs-b.html')
+    The name is built from run ids only (12 hex digits, :data:`ragsense.runs.RUN_ID`): anything else
+    raises :class:`ragsense.runs.RunIdError`, so an id from a crafted store cannot name a path.
+
+    >>> default_output("0123456789ab").name, default_output("0123456789ab", "ba9876543210").name
+    ('ragsense-report-0123456789ab.html', 'ragsense-report-0123456789ab-vs-ba9876543210.html')
     """
-    name = f"ragsense-report-{run_id}" + (f"-vs-{other_id}" if other_id else "") + ".html"
+    ids = [check_run_id(i, "report file name") for i in (run_id, other_id) if i is not None]
+    name = "ragsense-report-" + "-vs-".join(ids) + ".html"
     return Path.cwd() / name
 
 

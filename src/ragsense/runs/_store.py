@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 import sqlite3
 import sys
@@ -42,6 +43,36 @@ RUNNING, COMPLETE, INCOMPLETE = "running", "complete", "incomplete"
 
 MIN_PREFIX = 4
 """The shortest run id prefix that refers to a run (like git's abbreviated commits)."""
+
+RUN_ID = re.compile(r"[0-9a-f]{12}")
+"""What a run id is: 12 lowercase hexadecimal digits, the start of a random UUID (:func:`new_run_id`,
+the one place ids are made). Ids name files (a report's default name), so an id read back from a
+store is checked against this (:func:`check_run_id`): a crafted store cannot name a path."""
+
+
+def new_run_id() -> str:
+    """A fresh run id (:data:`RUN_ID`)."""
+    return uuid.uuid4().hex[:12]
+
+
+class RunIdError(RagsenseError, ValueError):
+    """A run id that is not one (:data:`RUN_ID`): a store holding one was not written by ragsense."""
+
+
+def check_run_id(run_id: object, where: str = "run store") -> str:
+    """``run_id`` when it is a run id (:data:`RUN_ID`), else :class:`RunIdError` naming ``where``.
+
+    >>> check_run_id("0123456789ab")
+    '0123456789ab'
+    >>> check_run_id("/../../../x", "run store 'runs.sqlite'")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ragsense.runs._store.RunIdError: run store 'runs.sqlite': '/../../../x' is not a run id ...
+    """
+    if isinstance(run_id, str) and RUN_ID.fullmatch(run_id):
+        return run_id
+    shown = repr(run_id[:40]) + "..." if isinstance(run_id, str) and len(run_id) > 40 else repr(run_id)
+    raise RunIdError(f"{where}: {shown} is not a run id (12 hexadecimal digits, as ragsense makes them)")
 
 
 def default_store_path() -> Path:
@@ -228,7 +259,7 @@ class RunStore:
         dataset: str | None = None,
     ) -> RunRecorder:
         """Record a new run (status ``running``) and return the recorder that adds its rows."""
-        run_id = uuid.uuid4().hex[:12]
+        run_id = new_run_id()
         with self._connect() as connection:
             connection.execute(
                 "INSERT INTO runs (id, created, status, tag, command, version, dataset, metrics, host, pid) "
@@ -256,7 +287,7 @@ class RunStore:
         if status == RUNNING and host == socket.gethostname() and pid is not None and not _pid_alive(pid):
             status, note = INCOMPLETE, note or "its process ended before the run finished (killed?)"
         return StoredRun(
-            id=row[0],
+            id=check_run_id(row[0], f"run store {str(self.path)!r}"),
             created=row[1],
             finished=row[2],
             status=status,

@@ -20,20 +20,9 @@ from typing import Any
 from ragsense._access import ApiKeys, allowed_hosts, check_bind, host_refusal, presented_key
 from ragsense.models import LanguageModel, load_model
 from ragsense.serve._service import ModelService, error_body
+from ragsense.tables import echo
 
 _MAX_BODY = 32 * 1024 * 1024
-# Control characters (C0, DEL, C1) shown escaped in the log: a request path is the client's text, and
-# raw escape sequences in it would reach the operator's terminal (or forge log lines with a newline).
-_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
-
-
-def printable(text: str) -> str:
-    r"""``text`` with its control characters escaped, for a log line.
-
-    >>> printable("/v1/models\x1b[31m\nforged")
-    '/v1/models\\x1b[31m\\x0aforged'
-    """
-    return text.translate(_ESCAPES)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -93,10 +82,9 @@ class _Handler(BaseHTTPRequestHandler):
             data = json.dumps(payload).encode("utf-8")
         if self.server.log_requests:  # logged before the reply: a client that got it finds the line
             ms = (time.perf_counter() - started) * 1000
-            print(
-                f'{self.client_address[0]} "{method} {printable(self.path)}" {status} {ms:.0f} ms',
-                file=sys.stderr,
-            )
+            # The path is the client's text: escaped (raw, an escape sequence would reach the
+            # operator's terminal, a line break forge a log line).
+            echo(f'{self.client_address[0]} "{method} {self.path}" {status} {ms:.0f} ms')
         self.send_response(status)
         for name, value in headers.items():
             self.send_header(name, value)
@@ -110,7 +98,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.log_requests:  # e.g. a malformed request line, quoted as the client sent it
-            print(f"{self.client_address[0]} {printable(format % args)}", file=sys.stderr)
+            echo(f"{self.client_address[0]} {format % args}")
 
 
 class RagsenseHTTPServer(ThreadingHTTPServer):
