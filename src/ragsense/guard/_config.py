@@ -14,7 +14,6 @@ from ragsense.guard._check import Policy
 from ragsense.guard._limits import Limits
 from ragsense.models import ModelPool, ModelSpec
 
-
 BACKLOG_FACTOR = 16
 """Accepted but unscored trace rows (``POST /v1/traces``) are bounded by this many times
 ``max_queue_rows``."""

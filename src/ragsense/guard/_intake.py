@@ -137,7 +137,9 @@ def inflater_for(encoding: str | None, limit: int) -> Inflater | None:
     if name in ("gzip", "x-gzip"):
         return Inflater(limit)
     raise GuardRequestError(
-        415, "unsupported_encoding", f"send the body as it is or gzip-compressed, not {name[:40]!r}",
+        415,
+        "unsupported_encoding",
+        f"send the body as it is or gzip-compressed, not {name[:40]!r}",
         field="content-encoding",
     )
 

@@ -133,7 +133,9 @@ def parse_spans(raw: bytes, media: str, max_chars: int) -> list[Span]:
     except InputError as exc:
         raise GuardRequestError(400, "invalid_otlp", str(exc), field=exc.field or "body") from None
     except RecursionError:
-        raise GuardRequestError(400, "invalid_otlp", "the export is nested too deeply", field="body") from None
+        raise GuardRequestError(
+            400, "invalid_otlp", "the export is nested too deeply", field="body"
+        ) from None
 
 
 def span_chars(span: Span) -> int:

@@ -88,7 +88,8 @@ def _row_keys() -> tuple[frozenset[str], tuple[str, ...]]:
 def row_attribute(key: str) -> bool:
     """Whether a row is made from span attribute ``key`` (what a receiver keeps while spans wait).
 
-    >>> [row_attribute(k) for k in ("output.value", "retrieval.documents.0.document.content", "llm.token_count.total")]
+    >>> keys = ("output.value", "retrieval.documents.0.document.content", "llm.token_count.total")
+    >>> [row_attribute(k) for k in keys]
     [True, True, False]
     """
     exact, lists = _row_keys()
@@ -271,7 +272,9 @@ def _spans_of(file: Path, source: str, max_chars: int) -> list[Span]:
         if suffix in PROTOBUF_SUFFIXES:
             return list(otlp_spans(otlp_proto_request(file.read_bytes()), max_chars=max_chars))
         return [
-            s for r in otlp_json_requests(_text(file), repr(str(file))) for s in otlp_spans(_object(r), max_chars=max_chars)
+            s
+            for r in otlp_json_requests(_text(file), repr(str(file)))
+            for s in otlp_spans(_object(r), max_chars=max_chars)
         ]
     if source == "phoenix":
         if suffix == ".parquet":

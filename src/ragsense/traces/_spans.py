@@ -263,7 +263,8 @@ def count_proto_spans(data: bytes, limit: int) -> int:
 
     >>> span = b"\\x12\\x00"  # spans (field 2), an empty message
     >>> scope = b"\\x12" + bytes([len(span * 3)]) + span * 3
-    >>> count_proto_spans(b"\\x0a" + bytes([len(scope)]) + scope, 10), count_proto_spans(b"\\x0a\\x08" + scope, 1)
+    >>> request = b"\\x0a" + bytes([len(scope)]) + scope  # resource_spans (field 1)
+    >>> count_proto_spans(request, 10), count_proto_spans(request, 1)
     (3, 2)
     """
     total = 0
@@ -292,7 +293,9 @@ def _fields(data: bytes, pos: int, end: int, number: int) -> Iterator[tuple[int,
                 yield pos, pos + length
             pos += length
         else:
-            raise InputError(f"not an OTLP protobuf trace export: wire type {wire} at byte {pos}", field="body")
+            raise InputError(
+                f"not an OTLP protobuf trace export: wire type {wire} at byte {pos}", field="body"
+            )
         if pos > end:
             raise InputError("not an OTLP protobuf trace export: a field runs past its message", field="body")
 
