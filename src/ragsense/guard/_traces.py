@@ -19,8 +19,8 @@ rejected in the answer). Accepted but unscored rows are bounded (:data:`BACKLOG_
 ``max_queue_rows``), counting the export's own rows: over that, 429 with Retry-After, which OTLP
 exporters honour, and nothing of the export is kept. The export is answered as soon as its traces are
 accepted (an OTLP exporter waits only seconds); the rows are then scored through the same
-micro-batcher as ``/v1/check``, one job of at most ``max_rows`` at a time, so that ``/v1/check``
-always has the rest of the queue; each result is appended to the JSONL sink (``--trace-sink``) and
+micro-batcher as ``/v1/check``, one job of at most ``max_rows`` at a time and only when no
+``/v1/check`` rows wait, so that ``/v1/check`` never queues behind more than one trace job; each result is appended to the JSONL sink (``--trace-sink``) and
 counted on ``/metrics``. Malformed traces are answered in the OTLP ``partialSuccess`` and written to
 the sink as errors; traces that are not RAG traces are counted (``not_rag``) and written to the sink.
 """
@@ -77,6 +77,8 @@ MAX_PENDING_SPANS = 10_000
 MAX_PENDING_CHARS = 32 * 1024 * 1024
 """Characters of the waiting spans' kept attributes at most (about their memory); over that, 429."""
 WEAKEST = 3
+IDLE_POLL_S = 0.005
+"""How often waiting trace rows look whether the batcher's queue is empty (``/v1/check`` goes first)."""
 HOSTILE = frozenset({"too_many_spans", "inflated_too_large"})
 """Refusals no exporter earns by mistake: answered after ``hostile_delay_s``, as ``/v1/check`` does."""
 
@@ -359,9 +361,12 @@ class TraceReceiver:
             self.backlog = max(0, self.backlog)
 
     async def _submit(self, payload: Any, chunk: list[CheckRow]) -> Any:
+        batcher = self.service.batcher
         while True:  # the export was accepted: wait for room rather than drop its rows
+            while batcher.queued_rows:  # /v1/check first: trace rows take the queue when it is idle
+                await asyncio.sleep(IDLE_POLL_S)
             try:
-                return await self.service.batcher.submit(
+                return await batcher.submit(
                     payload, rows=len(chunk), tokens=estimate_tokens(chunk)
                 )
             except QueueFull as exc:
