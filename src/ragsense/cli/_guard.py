@@ -58,9 +58,9 @@ def add_parser(sub: Any) -> None:
     net.add_argument(
         "--max-export-rows",
         type=positive_int,
-        default=256,
+        default=None,
         help="RAG traces one OTLP export may have scored; the others are rejected in its answer "
-        "(default: 256)",
+        "(default: 256, or 16 x --queue-rows when smaller)",
     )
     net.add_argument(
         "--header-timeout",

@@ -43,7 +43,8 @@ class GuardConfig:
     pages load their scripts from public CDNs; behind the API key when keys are configured).
     ``trace_sink``: a JSONL file each scored trace of ``POST /v1/traces`` is appended to (docs/traces.md).
     ``max_export_rows``: RAG traces one OTLP export may have scored (the others are rejected in its
-    answer); at most the trace backlog, :data:`BACKLOG_FACTOR` x ``max_queue_rows``.
+    answer); at most the trace backlog, :data:`BACKLOG_FACTOR` x ``max_queue_rows`` (None: 256, or
+    the backlog when smaller; see :attr:`export_rows`).
     Connections: ``header_timeout_s``, the longest a client may take to send a request's headers (then
     the connection is closed: a trickled header holds no file descriptor for long);
     ``keep_alive_s``, how long an idle connection stays open; ``max_connections``, the most open at
@@ -78,10 +79,22 @@ class GuardConfig:
     docs: bool = False
     pool: ModelPool | None = None
     trace_sink: str | None = None
-    max_export_rows: int = 256
+    max_export_rows: int | None = None
     header_timeout_s: float = 10.0
     keep_alive_s: int = 5
     max_connections: int | None = None
+
+    @property
+    def export_rows(self) -> int:
+        """RAG traces one OTLP export may have scored: ``max_export_rows``, else 256 or the backlog.
+
+        >>> small = GuardConfig(model="fake", max_queue_rows=4, limits=Limits(max_rows=4))
+        >>> GuardConfig(model="fake").export_rows, small.export_rows
+        (256, 64)
+        """
+        if self.max_export_rows is not None:
+            return self.max_export_rows
+        return min(256, BACKLOG_FACTOR * self.max_queue_rows)
 
     def __post_init__(self) -> None:
         at_least_one = {
@@ -90,7 +103,7 @@ class GuardConfig:
             "max_queue_rows": self.max_queue_rows,
             "concurrency_per_key": self.concurrency_per_key,
             "burst": 1 if self.burst is None else self.burst,
-            "max_export_rows": self.max_export_rows,
+            "max_export_rows": 1 if self.max_export_rows is None else self.max_export_rows,
             "keep_alive_s": self.keep_alive_s,
             "max_connections": 1 if self.max_connections is None else self.max_connections,
         }
@@ -109,7 +122,7 @@ class GuardConfig:
         for name, seconds in (("max_wait_ms", self.max_wait_ms), ("hostile_delay_s", self.hostile_delay_s)):
             if not seconds >= 0 or not math.isfinite(seconds):
                 raise ParameterError(f"must be a finite number >= 0, got {seconds}", parameter=name)
-        if self.max_export_rows > BACKLOG_FACTOR * self.max_queue_rows:
+        if self.export_rows > BACKLOG_FACTOR * self.max_queue_rows:
             # An export the trace backlog could never hold would be refused (429) forever.
             raise ParameterError(
                 f"max_export_rows ({self.max_export_rows}) must not exceed {BACKLOG_FACTOR} x "

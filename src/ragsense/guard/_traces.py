@@ -20,7 +20,8 @@ rejected in the answer). Accepted but unscored rows are bounded (:data:`BACKLOG_
 exporters honour, and nothing of the export is kept. The export is answered as soon as its traces are
 accepted (an OTLP exporter waits only seconds); the rows are then scored through the same
 micro-batcher as ``/v1/check``, one job of at most ``max_rows`` at a time and only when no
-``/v1/check`` rows wait, so that ``/v1/check`` never queues behind more than one trace job; each result is appended to the JSONL sink (``--trace-sink``) and
+``/v1/check`` rows wait, so that ``/v1/check`` never queues behind more than one trace job; each
+result is appended to the JSONL sink (``--trace-sink``) and
 counted on ``/metrics``. Malformed traces are answered in the OTLP ``partialSuccess`` and written to
 the sink as errors; traces that are not RAG traces are counted (``not_rag``) and written to the sink.
 """
@@ -291,7 +292,7 @@ class TraceReceiver:
             )
         complete = [s for t in done for s in (*self.pending.get(t, ()), *arrived.get(t, ()))]
         config = self.service.config
-        traces = await asyncio.to_thread(rows_of, complete, config.limits, config.max_export_rows)
+        traces = await asyncio.to_thread(rows_of, complete, config.limits, config.export_rows)
         if not flush:
             self._check_room(rows=len(traces.rows))
         for trace_id in done:  # commit: nothing awaited since the checks
@@ -366,9 +367,7 @@ class TraceReceiver:
             while batcher.queued_rows:  # /v1/check first: trace rows take the queue when it is idle
                 await asyncio.sleep(IDLE_POLL_S)
             try:
-                return await batcher.submit(
-                    payload, rows=len(chunk), tokens=estimate_tokens(chunk)
-                )
+                return await batcher.submit(payload, rows=len(chunk), tokens=estimate_tokens(chunk))
             except QueueFull as exc:
                 await asyncio.sleep(exc.retry_after)
 
