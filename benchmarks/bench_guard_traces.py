@@ -26,9 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
-import signal
 import subprocess
 import sys
 import time
@@ -38,7 +35,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.bench_guard_hostile import ROW, _free_port, _phase, _wait_ready
+from benchmarks.bench_guard_hostile import ROW, beside, measure
 from benchmarks.output import emit
 
 PROTOBUF = {"content-type": "application/x-protobuf"}
@@ -101,12 +98,6 @@ async def _flood(url: str, args: argparse.Namespace, until: float) -> dict[str, 
     return {"exports": dict(sorted(outcomes.items())), "body_bytes": len(body)}
 
 
-def _cpu_seconds(pid: int) -> float:
-    """The user + system CPU seconds of process ``pid`` so far (Linux ``/proc``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _flooded_phase(url: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
     """The normal clients measured while the flooders, in a process of their own, are at work (so
     that building and sending the bodies does not slow the normal clients' event loop)."""
@@ -114,12 +105,7 @@ def _flooded_phase(url: str, port: int, args: argparse.Namespace) -> dict[str, A
     command = [sys.executable, "-m", "benchmarks.bench_guard_traces", "--flood-only", str(seconds)]
     command += ["--port", str(port), "--flooders", str(args.flooders), "--export", args.export]
     command += ["--spans", str(args.spans), "--rag-traces", str(args.rag_traces)]
-    flooders = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    time.sleep(args.warmup)
-    result = asyncio.run(_phase(url, args))
-    out, _ = flooders.communicate(timeout=seconds + 120)
-    result.update(json.loads(out))
-    return result
+    return beside(command, seconds, url, args)
 
 
 def _start_server(args: argparse.Namespace, port: int) -> subprocess.Popen[bytes]:
@@ -155,57 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         until = time.monotonic() + args.flood_only
         print(json.dumps(asyncio.run(_flood(f"http://127.0.0.1:{args.port}", args, until))))
         return 0
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    load_before = os.getloadavg()  # the machine may be shared: its load is part of the result
-    server = _start_server(args, port)
-    try:
-        _wait_ready(url, server, 300)
-        cpu = _cpu_seconds(server.pid)
-        quiet = asyncio.run(_phase(url, args))
-        quiet["guard_cpu_s"] = round(_cpu_seconds(server.pid) - cpu, 2)
-        cpu = _cpu_seconds(server.pid)
-        flood = _flooded_phase(url, port, args)
-        flood["guard_cpu_s"] = round(_cpu_seconds(server.pid) - cpu, 2)
-        health = httpx.get(url + "/health", timeout=5).status_code
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(120)
-        except subprocess.TimeoutExpired:
-            server.kill()
-    ratio = None
-    if quiet["p95_ms"] and flood["p95_ms"]:
-        ratio = round(flood["p95_ms"] / quiet["p95_ms"], 2)
-    result = {
-        "benchmark": "bench_guard_traces",
-        "date": time.strftime("%Y-%m-%d"),
-        "model": args.model,
-        "settings": {
-            k: (str(v) if isinstance(v, Path) else v)
-            for k, v in vars(args).items()
-            if k not in ("flood_only", "port")
-        },
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "load_average_1_5_15_before": [round(x, 2) for x in load_before],
-            "load_average_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
-        },
-        "quiet": quiet,
-        "flood": flood,
-        "p95_ratio": ratio,
-        "target_ratio": 1.5,
-        "health_after": health,
-    }
-    for name, phase in (("quiet", quiet), ("flood", flood)):
-        print(
-            f"{name:>6}: {phase['requests']} requests {phase['statuses']}  p50 {phase['p50_ms']} ms  "
-            f"p95 {phase['p95_ms']} ms  p99 {phase['p99_ms']} ms  guard CPU {phase['guard_cpu_s']} s",
-            file=sys.stderr,
-        )
+    result = measure(args, _start_server, _flooded_phase, "bench_guard_traces", "flood")
+    flood = result["flood"]
     print(f"exports: {flood['exports']} ({flood['body_bytes']} bytes each)", file=sys.stderr)
-    print(f"p95 under the flood / quiet: {ratio} (target <= 1.5)", file=sys.stderr)
+    print(f"p95 under the flood / quiet: {result['p95_ratio']} (target <= 1.5)", file=sys.stderr)
     emit(result, args.output)
     return 0
 

@@ -24,7 +24,7 @@ trace_service = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trac
 from ragsense.guard import GuardConfig  # noqa: E402
 from ragsense.guard import _traces as receiver  # noqa: E402
 
-from ._helpers import ROW, SlowFake, httpx, post, running  # noqa: E402
+from ._helpers import ROW, SlowFake, httpx, post, running, sink_records  # noqa: E402
 
 JSON = {"content-type": "application/json"}
 
@@ -56,17 +56,6 @@ def rag_trace(trace: str, llm: list[dict[str, Any]] | None = None) -> list[dict[
 
 def export(spans: list[dict[str, Any]]) -> bytes:
     return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).encode()
-
-
-def _sink(path: Path, n: int) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 20
-    lines: list[str] = []
-    while time.monotonic() < deadline:
-        lines = path.read_text().splitlines() if path.exists() else []
-        if len(lines) >= n:
-            return [json.loads(line) for line in lines]
-        time.sleep(0.05)
-    raise AssertionError(f"the sink has {len(lines)} of {n} lines")
 
 
 def tiny_spans(n: int) -> bytes:
@@ -152,7 +141,7 @@ def test_an_export_queues_at_most_max_export_rows_and_v1_check_stays_answered(
         started = time.monotonic()
         check = post(guard.url, ROW)
         assert check.status_code == 200 and time.monotonic() - started < 3.5  # one trace job ahead at most
-    scored = [r for r in _sink(sink, 1) if "consens" in r]
+    scored = [r for r in sink_records(sink, 1) if "consens" in r]
     assert len(scored) == 16
 
 
@@ -168,7 +157,7 @@ def test_a_malformed_span_is_its_traces_error_and_the_good_traces_are_scored(tmp
         )
         assert reply.status_code == 200, reply.text
         assert reply.json()["partialSuccess"]["rejectedSpans"] == 2
-        records = {r["trace_id"]: r for r in _sink(sink, 3)}
+        records = {r["trace_id"]: r for r in sink_records(sink, 3)}
     assert isinstance(records["a" * 32]["consens"], float)
     assert records["b" * 32]["error"]["field"] == "output.value"
 
@@ -197,7 +186,7 @@ def test_gzip_bodies_are_inflated_and_a_gzip_bomb_costs_almost_nothing(tmp_path:
         url = guard.url + url_of
         good = httpx.post(url, content=gzip.compress(export(rag_trace("a" * 32))), headers=zipped)
         assert good.status_code == 200, good.text
-        assert isinstance(_sink(sink, 1)[0]["consens"], float)
+        assert isinstance(sink_records(sink, 1)[0]["consens"], float)
         cpu = time.process_time()
         refused = httpx.post(url, content=bomb, headers=zipped, timeout=30)
         assert refused.status_code == 413 and refused.json()["error"]["type"] == "inflated_too_large"
