@@ -36,6 +36,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -164,13 +165,20 @@ def _attacked_phase(url: str, port: int, args: argparse.Namespace) -> dict[str, 
     clients' event loop: the latency measured is the guard's, not the load generator's.
     """
     seconds = args.warmup + args.seconds + 1  # the attack covers the measured window on both sides
-    command = [sys.executable, __file__, "--attack-only", str(seconds), "--port", str(port)]
+    command = [sys.executable, "-m", "benchmarks.bench_guard_hostile", "--attack-only", str(seconds)]
+    command += ["--port", str(port)]
     command += ["--slow", str(args.slow), "--slow-interval", str(args.slow_interval)]
     command += ["--amplify", str(args.amplify)]
-    attackers = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    return beside(command, seconds, url, args)
+
+
+def beside(command: list[str], seconds: float, url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The normal clients' phase while ``command`` (the load, for ``seconds``, in a process of its own
+    that ends by printing one JSON object) runs, after ``args.warmup`` seconds; its object joins it."""
+    load = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     time.sleep(args.warmup)
     result = asyncio.run(_phase(url, args))
-    out, _ = attackers.communicate(timeout=seconds + 120)
+    out, _ = load.communicate(timeout=seconds + 120)
     result.update(json.loads(out))
     return result
 
@@ -194,6 +202,93 @@ def _wait_ready(url: str, server: subprocess.Popen[bytes], timeout: float) -> No
                 return
         time.sleep(0.2)
     raise SystemExit("the guard did not become ready")
+
+
+def stop_server(server: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM (the guard drains), then kill after ``timeout`` seconds."""
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(timeout)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
+def two_phase_result(
+    benchmark: str,
+    args: argparse.Namespace,
+    hidden: tuple[str, ...],
+    load_before: tuple[float, float, float],
+    quiet: dict[str, Any],
+    loaded: dict[str, dict[str, Any]],
+    health: int,
+) -> dict[str, Any]:
+    """The JSON result of a quiet phase and a loaded one (``{name: phase}``): the settings (less the
+    ``hidden`` internal ones), the machine and its load, both phases, and the ratio of their p95."""
+    [(name, phase)] = loaded.items()
+    ratio = None
+    if quiet["p95_ms"] and phase["p95_ms"]:
+        ratio = round(phase["p95_ms"] / quiet["p95_ms"], 2)
+    return {
+        "benchmark": benchmark,
+        "date": time.strftime("%Y-%m-%d"),
+        "model": args.model,
+        "settings": {
+            k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in hidden
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_average_1_5_15_before": [round(x, 2) for x in load_before],
+            "load_average_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
+        },
+        "quiet": quiet,
+        name: phase,
+        "p95_ratio": ratio,
+        "target_ratio": 1.5,
+        "health_after": health,
+    }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The user + system CPU seconds of process ``pid`` so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(
+    args: argparse.Namespace,
+    start_server: Callable[[argparse.Namespace, int], subprocess.Popen[bytes]],
+    loaded_phase: Callable[[str, int, argparse.Namespace], dict[str, Any]],
+    benchmark: str,
+    loaded: str,
+) -> dict[str, Any]:
+    """Start the guard, run the quiet phase and then ``loaded_phase`` (named ``loaded``), each with
+    the guard's CPU seconds, stop it, print both phases and return :func:`two_phase_result`."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    load_before = os.getloadavg()  # the machine may be shared: its load is part of the result
+    server = start_server(args, port)
+    try:
+        _wait_ready(url, server, 300)
+        cpu = _cpu_seconds(server.pid)
+        quiet = asyncio.run(_phase(url, args))
+        quiet["guard_cpu_s"] = round(_cpu_seconds(server.pid) - cpu, 2)
+        cpu = _cpu_seconds(server.pid)
+        phase = loaded_phase(url, port, args)
+        phase["guard_cpu_s"] = round(_cpu_seconds(server.pid) - cpu, 2)
+        health = httpx.get(url + "/health", timeout=5).status_code
+    finally:
+        stop_server(server, 120)
+    hidden = ("attack_only", "flood_only", "port")
+    result = two_phase_result(benchmark, args, hidden, load_before, quiet, {loaded: phase}, health)
+    for name in ("quiet", loaded):
+        phase = result[name]
+        print(
+            f"{name:>6}: {phase['requests']} requests {phase['statuses']}  p50 {phase['p50_ms']} ms  "
+            f"p95 {phase['p95_ms']} ms  p99 {phase['p99_ms']} ms  guard CPU {phase['guard_cpu_s']} s",
+            file=sys.stderr,
+        )
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,54 +318,11 @@ def main(argv: list[str] | None = None) -> int:
         until = time.monotonic() + args.attack_only
         print(json.dumps(asyncio.run(_attack(url, args.port, args, until))))
         return 0
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    load_before = os.getloadavg()  # the machine may be shared: its load is part of the result
-    server = _start_server(args, port)
-    try:
-        _wait_ready(url, server, 300)
-        quiet = asyncio.run(_phase(url, args))
-        attack = _attacked_phase(url, port, args)
-        health = httpx.get(url + "/health", timeout=5).status_code
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-    ratio = None
-    if quiet["p95_ms"] and attack["p95_ms"]:
-        ratio = round(attack["p95_ms"] / quiet["p95_ms"], 2)
-    result = {
-        "benchmark": "bench_guard_hostile",
-        "date": time.strftime("%Y-%m-%d"),
-        "model": args.model,
-        "settings": {
-            k: (str(v) if isinstance(v, Path) else v)
-            for k, v in vars(args).items()
-            if k not in ("attack_only", "port")
-        },
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "load_average_1_5_15_before": [round(x, 2) for x in load_before],
-            "load_average_1_5_15_after": [round(x, 2) for x in os.getloadavg()],
-        },
-        "quiet": quiet,
-        "attack": attack,
-        "p95_ratio": ratio,
-        "target_ratio": 1.5,
-        "health_after": health,
-    }
-    for name, phase in (("quiet", quiet), ("attack", attack)):
-        print(
-            f"{name:>6}: {phase['requests']} requests {phase['statuses']}  p50 {phase['p50_ms']} ms  "
-            f"p95 {phase['p95_ms']} ms  p99 {phase['p99_ms']} ms",
-            file=sys.stderr,
-        )
+    result = measure(args, _start_server, _attacked_phase, "bench_guard_hostile", "attack")
+    attack = result["attack"]
     print(f"slow uploads: {attack['slow_uploads']}", file=sys.stderr)
     print(f"amplification: {attack['amplification']}", file=sys.stderr)
-    print(f"p95 under attack / quiet: {ratio} (target <= 1.5)", file=sys.stderr)
+    print(f"p95 under attack / quiet: {result['p95_ratio']} (target <= 1.5)", file=sys.stderr)
     emit(result, args.output)
     return 0
 

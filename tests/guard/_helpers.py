@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,3 +63,16 @@ def metric_value(url: str, line_start: str, headers: dict[str, str] | None = Non
         if line.startswith(line_start + " "):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+def sink_records(path: Path, n: int) -> list[dict[str, Any]]:
+    """The JSONL sink's records once it has at least ``n`` (waits up to 20 s: traces are scored after
+    their export is answered)."""
+    deadline = time.monotonic() + 20
+    lines: list[str] = []
+    while time.monotonic() < deadline:
+        lines = path.read_text().splitlines() if path.exists() else []
+        if len(lines) >= n:
+            return [json.loads(line) for line in lines]
+        time.sleep(0.05)
+    raise AssertionError(f"the sink has {len(lines)} of {n} lines")

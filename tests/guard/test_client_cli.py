@@ -69,9 +69,11 @@ def test_cli_flags_build_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
     args = build_parser().parse_args(
         ["guard", "--model", "fake", "--api-key-env", "MY_GUARD_KEYS", "--min-consens", "0.3",
          "--min-consens-bounds", "0.1", "0.9", "--max-rows", "4", "--max-wait-ms", "5", "--queue-rows", "8",
-         "--body-timeout", "2.5", "--docs"]
+         "--body-timeout", "2.5", "--docs", "--max-export-rows", "8", "--header-timeout", "3",
+         "--max-connections", "50"]
     )  # fmt: skip
     config = build_config(args)
+    assert (config.export_rows, config.header_timeout_s, config.max_connections) == (8, 3.0, 50)
     assert config.model == "fake" and config.limits.max_rows == 4 and config.max_queue_rows == 8
     assert config.policy.min_consens == 0.3 and config.policy.allowed == (0.1, 0.9)
     assert config.max_wait_ms == 5 and len(config.api_keys.ids) == 1

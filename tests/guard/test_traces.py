@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from ragsense.evaluation import evaluate  # noqa: E402
 from ragsense.guard import ApiKeys, GuardConfig  # noqa: E402
 
-from ._helpers import ROW, httpx, metric_value, running  # noqa: E402
+from ._helpers import ROW, httpx, metric_value, running, sink_records  # noqa: E402
 
 KEY = "trace-key-0123456789abcdef"
 
@@ -50,16 +49,6 @@ def _export(url: str, traces: list[dict[str, Any]], *, key: str | None = KEY, **
     return ids
 
 
-def _sink(path: Path, n: int) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        lines = path.read_text().splitlines() if path.exists() else []
-        if len(lines) >= n:
-            return [json.loads(line) for line in lines]
-        time.sleep(0.05)
-    raise AssertionError(f"the sink has {len(lines)} of {n} lines")
-
-
 def test_sdk_export_is_scored_like_evaluate_and_reported(tmp_path: Path) -> None:
     sink = tmp_path / "scores.jsonl"
     config = GuardConfig(model="fake", api_keys=ApiKeys([KEY]), trace_sink=str(sink))
@@ -67,7 +56,7 @@ def test_sdk_export_is_scored_like_evaluate_and_reported(tmp_path: Path) -> None
     with running(config) as guard:
         ids = _export(guard.url, [ROW, other, {"question": "ping"}])
         # The JSON encoding of OTLP too (the SDK sends protobuf): one hand-made export.
-        records = _sink(sink, 3)
+        records = sink_records(sink, 3)
         head = {"Authorization": f"Bearer {KEY}"}
         assert metric_value(guard.url, 'ragsense_guard_traces_total{outcome="scored"}', head) == 2
         assert metric_value(guard.url, 'ragsense_guard_traces_total{outcome="not_rag"}', head) == 1
@@ -124,7 +113,7 @@ def test_json_export_with_a_malformed_trace_answers_partial_success(tmp_path: Pa
         assert reply.status_code == 200, reply.text
         partial = reply.json()["partialSuccess"]
         assert partial["rejectedSpans"] == 1 and "documents are a string" in partial["errorMessage"]
-    [record] = _sink(sink, 1)
+    [record] = sink_records(sink, 1)
     assert record["trace_id"] == "a" * 32 and record["error"]["field"] == "retrieval.documents"
 
 
@@ -155,7 +144,7 @@ def test_an_instrumented_llamaindex_pipeline_exports_to_the_guard(tmp_path: Path
         finally:
             instrumentor.uninstrument()
             provider.shutdown()
-        _sink(sink, 4)  # 3 queries scored, the indexing traces reported
+        sink_records(sink, 4)  # 3 queries scored, the indexing traces reported
     records = [json.loads(line) for line in sink.read_text().splitlines()]  # all in: the guard drained
     scored = [r for r in records if "consens" in r]
     assert len(scored) == 3 and all(isinstance(r["consens"], float) and r["span_id"] for r in scored)

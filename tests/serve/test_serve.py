@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -407,3 +408,28 @@ def test_generation_stops_early_at_stop_string(smollm2: Any) -> None:
     assert stopped.n_tokens < 40  # decoding ended at the newline, not at max_new_tokens
     full = smollm2.generate_sync([prompt], GenerationConfig(max_new_tokens=stopped.n_tokens))[0]
     assert full.text.startswith(stopped.text)
+
+
+def test_slow_headers_are_cut_off_and_cannot_fill_the_server() -> None:
+    """A client trickling header bytes held a thread and a file descriptor for ever (no socket timeout);
+    now its headers have a deadline, and past the connection cap a new client closes the oldest."""
+    server, url = start_in_thread(FakeModel(), log_requests=False)
+    server.header_timeout, server.max_connections = 1.0, 20
+    port = server.server_address[1]
+    slow: list[socket.socket] = []
+    try:
+        for _ in range(30):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            slow.append(sock)
+        assert httpx.get(url + "/models", timeout=5).status_code == 200  # served while they trickle
+        started = time.monotonic()
+        last = slow[-1]
+        last.settimeout(5)
+        assert last.recv(1) == b""  # closed by the server, not by the 5 s timeout here
+        assert time.monotonic() - started < 3
+        assert server._open <= 21
+    finally:
+        for sock in slow:
+            sock.close()
+        server.close()

@@ -408,3 +408,95 @@ def test_hostile_exports_give_input_errors_never_a_crash(source: str) -> None:
             node[path[-1]] = value
             with contextlib.suppress(InputError):
                 read(mutated)
+
+
+def test_a_malformed_output_message_is_its_traces_error_and_evaluate_keeps_the_good_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``llm.output_messages`` with a string ``message`` raised AttributeError: exit 1, every row lost."""
+    messages = {"arrayValue": {"values": [{"kvlistValue": {"values": [attr("message", "a string")]}}]}}
+    bad = rag_trace("b" * 32, llm=[{"key": "llm.output_messages", "value": messages}])
+    source = otlp_file(tmp_path / "t.json", [*rag_trace("a" * 32), *bad])
+    out = tmp_path / "out.jsonl"
+    code = main(["evaluate", str(source), "--from", "otlp", "--model", "fake", "-o", str(out), "--no-store"])
+    assert code == 3  # the documented code for rows with errors, not 1 ("internal error")
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert isinstance(records[0]["consens"], float)
+    assert records[1]["trace_id"] == "b" * 32 and records[1]["errors"][0]["field"] == "output.value"
+    assert "internal error" not in capsys.readouterr().err
+
+
+def test_json_lines_split_at_newlines_only(tmp_path: Path) -> None:
+    """U+0085 and U+2028 are valid raw inside a JSON string; str.splitlines() cut the line there."""
+    line = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": rag_trace("a" * 32)}]}]})
+    line = line.replace(ANSWER, "David Baker\u0085designs\u2028them.")
+    path = tmp_path / "t.jsonl"
+    path.write_text(line + "\n" + line.replace("a" * 32, "c" * 32) + "\n", encoding="utf-8")
+    rows = read_traces(path, "otlp")
+    assert [r.answer for r in rows] == ["David Baker\u0085designs\u2028them."] * 2
+
+
+@pytest.mark.parametrize("source", ["otlp", "phoenix"])
+def test_deeply_nested_files_exit_2_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], source: str
+) -> None:
+    """JSON nested thousands deep raised RecursionError: exit 1, a traceback-class error."""
+    path = tmp_path / "deep.jsonl"
+    path.write_text("[" * 100_000 + "]" * 100_000 + '\n{"a": 1}\n')
+    code = main(["evaluate", str(path), "--from", source, "--model", "fake", "-o", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and str(path) in err and "nested too deeply" in err
+    # Deep enough for a reader, not for the JSON parser: a Phoenix attribute object 980 levels deep.
+    path.write_text(
+        json.dumps({"context.trace_id": "t", "context.span_id": "s"})[:-1]
+        + ', "attributes": '
+        + '{"a": ' * 980
+        + "1"
+        + "}" * 980
+        + "}\n"
+    )
+    with pytest.raises(InputError, match="nested too deeply"):
+        read_spans(path, "phoenix")
+
+
+def test_every_attribute_a_row_reads_takes_any_value_shape_without_a_crash() -> None:
+    """Each attribute a row is made from, set in turn to each OTLP value shape (nested ones too):
+    the trace is a row or its own error, never an exception (one was: a string ``message``)."""
+    from ragsense.traces import otlp_spans, trace_rows
+
+    def kv(**pairs: Any) -> dict[str, Any]:
+        return {"kvlistValue": {"values": [{"key": k, "value": v} for k, v in pairs.items()]}}
+
+    def array(*values: Any) -> dict[str, Any]:
+        return {"arrayValue": {"values": list(values)}}
+
+    text, number = {"stringValue": "x"}, {"intValue": "3"}
+    shapes: list[Any] = [text, number, {"boolValue": True}, {"doubleValue": 1.5}, {}, array(), kv()]
+    shapes += [array(text), array(number), array(kv()), array(array(text)), kv(message=text)]
+    shapes += [
+        array(kv(message=text)),
+        array(kv(message=array(text))),
+        array(kv(**{"message.content": number})),
+    ]
+    shapes += [array(kv(document=text)), array(kv(**{"document.content": number})), kv(content=kv())]
+    keys = [
+        KIND,
+        "input.value",
+        "output.value",
+        "llm.output_messages",
+        "llm.output_messages.0.message.content",
+        "llm.output_messages.0.message",
+        DOCUMENTS,
+        f"{DOCUMENTS}.0.{CONTENT}",
+        f"{DOCUMENTS}.0.document.metadata",
+        f"{DOCUMENTS}.{'9' * 5000}.{CONTENT}",
+    ]
+    for key in keys:
+        for shape in shapes:
+            spans = rag_trace("a" * 32)
+            spans[2]["attributes"].append({"key": key, "value": shape})
+            spans[1]["attributes"].append({"key": key, "value": shape})
+            request = {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}
+            rows = trace_rows(otlp_spans(request))
+            assert len(rows) + len(rows.skipped) == 1, (key, shape)  # a kind not a string: not RAG
+            assert all(isinstance(row, RagRow | RowError) for row in rows), (key, shape)

@@ -57,6 +57,26 @@ def add_parser(sub: Any) -> None:
         help="append each trace scored on POST /v1/traces (OTLP) to this JSONL file (docs/traces.md)",
     )
     net.add_argument(
+        "--max-export-rows",
+        type=positive_int,
+        default=None,
+        help="RAG traces one OTLP export may have scored; the others are rejected in its answer "
+        "(default: 256, or 16 x --queue-rows when smaller)",
+    )
+    net.add_argument(
+        "--header-timeout",
+        type=positive_float,
+        default=10.0,
+        help="seconds a client may take to send a request's headers (then the connection is closed)",
+    )
+    net.add_argument(
+        "--max-connections",
+        type=positive_int,
+        default=None,
+        help="connections open at once (default: from the file limit); past it a new one closes the "
+        "oldest still sending its headers",
+    )
+    net.add_argument(
         "--docs",
         action="store_true",
         help="serve /docs, /redoc and /openapi.json (their pages load scripts from public CDNs)",
@@ -158,6 +178,9 @@ def build_config(args: argparse.Namespace) -> Any:
         log_content=args.log_content,
         docs=args.docs,
         trace_sink=args.trace_sink,
+        max_export_rows=args.max_export_rows,
+        header_timeout_s=args.header_timeout,
+        max_connections=args.max_connections,
     )
 
 

@@ -41,7 +41,13 @@ from ragsense.guard._auth import ANONYMOUS, KeyLimiter
 from ragsense.guard._batcher import MicroBatcher, NotAccepting, QueueFull
 from ragsense.guard._check import Guard, Options, shape_result
 from ragsense.guard._config import GuardConfig
-from ragsense.guard._intake import HostCheck, is_json_media_type, json_response, validation_error
+from ragsense.guard._intake import (
+    HostCheck,
+    Inflater,
+    is_json_media_type,
+    json_response,
+    validation_error,
+)
 from ragsense.guard._limits import (
     GuardRequestError,
     ValueCounter,
@@ -179,10 +185,13 @@ class GuardService:
             )
         return key_id
 
-    async def read_body(self, request: Request, *, count_values: bool = True) -> bytes:
+    async def read_body(
+        self, request: Request, *, count_values: bool = True, inflate: Inflater | None = None
+    ) -> bytes:
         """The body, within its size (413), its time limit (408: a trickled upload is cut off) and a
         count of its values (400: a body built to be expensive to parse is refused as it arrives; not
-        for OTLP, whose protobuf has no commas to count and whose JSON is bounded by its size)."""
+        for OTLP, whose protobuf has no commas to count and whose JSON is bounded by its size).
+        ``inflate``: a gzip body's inflater; the inflated body keeps the same size limit."""
         limit = self.config.limits.max_body_bytes
         declared = request.headers.get("content-length")
         too_big = GuardRequestError(413, "body_too_large", f"the body is over {limit} bytes", field="body")
@@ -197,9 +206,13 @@ class GuardService:
                     total += len(chunk)
                     if total > limit:
                         raise too_big
+                    if inflate is not None:
+                        chunk = inflate.feed(chunk)
                     if count_values:
                         values.feed(chunk)
                     chunks.append(chunk)
+            if inflate is not None:
+                inflate.finish()
         except TimeoutError:
             self.metrics.reject("body_timeout")
             raise GuardRequestError(

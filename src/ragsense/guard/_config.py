@@ -14,6 +14,10 @@ from ragsense.guard._check import Policy
 from ragsense.guard._limits import Limits
 from ragsense.models import ModelPool, ModelSpec
 
+BACKLOG_FACTOR = 16
+"""Accepted but unscored trace rows (``POST /v1/traces``) are bounded by this many times
+``max_queue_rows``."""
+
 
 @dataclass(frozen=True)
 class GuardConfig:
@@ -38,6 +42,14 @@ class GuardConfig:
     docs/guard.md). ``docs``: serve ``/docs``, ``/redoc`` and ``/openapi.json`` (off by default: the
     pages load their scripts from public CDNs; behind the API key when keys are configured).
     ``trace_sink``: a JSONL file each scored trace of ``POST /v1/traces`` is appended to (docs/traces.md).
+    ``max_export_rows``: RAG traces one OTLP export may have scored (the others are rejected in its
+    answer); at most the trace backlog, :data:`BACKLOG_FACTOR` x ``max_queue_rows`` (None: 256, or
+    the backlog when smaller; see :attr:`export_rows`).
+    Connections: ``header_timeout_s``, the longest a client may take to send a request's headers (then
+    the connection is closed: a trickled header holds no file descriptor for long);
+    ``keep_alive_s``, how long an idle connection stays open; ``max_connections``, the most open at
+    once (None: from the process's file limit), past which a new one closes the oldest connection
+    still sending its headers.
 
     >>> GuardConfig(model="fake").max_wait_ms
     10.0
@@ -67,6 +79,22 @@ class GuardConfig:
     docs: bool = False
     pool: ModelPool | None = None
     trace_sink: str | None = None
+    max_export_rows: int | None = None
+    header_timeout_s: float = 10.0
+    keep_alive_s: int = 5
+    max_connections: int | None = None
+
+    @property
+    def export_rows(self) -> int:
+        """RAG traces one OTLP export may have scored: ``max_export_rows``, else 256 or the backlog.
+
+        >>> small = GuardConfig(model="fake", max_queue_rows=4, limits=Limits(max_rows=4))
+        >>> GuardConfig(model="fake").export_rows, small.export_rows
+        (256, 64)
+        """
+        if self.max_export_rows is not None:
+            return self.max_export_rows
+        return min(256, BACKLOG_FACTOR * self.max_queue_rows)
 
     def __post_init__(self) -> None:
         at_least_one = {
@@ -75,6 +103,9 @@ class GuardConfig:
             "max_queue_rows": self.max_queue_rows,
             "concurrency_per_key": self.concurrency_per_key,
             "burst": 1 if self.burst is None else self.burst,
+            "max_export_rows": 1 if self.max_export_rows is None else self.max_export_rows,
+            "keep_alive_s": self.keep_alive_s,
+            "max_connections": 1 if self.max_connections is None else self.max_connections,
         }
         for name, count in at_least_one.items():
             if count < 1:
@@ -82,6 +113,7 @@ class GuardConfig:
         above_zero = {
             "timeout_s": self.timeout_s,
             "body_timeout_s": self.body_timeout_s,
+            "header_timeout_s": self.header_timeout_s,
             "rate_per_key": 1.0 if self.rate_per_key is None else self.rate_per_key,
         }
         for name, seconds in above_zero.items():
@@ -90,6 +122,13 @@ class GuardConfig:
         for name, seconds in (("max_wait_ms", self.max_wait_ms), ("hostile_delay_s", self.hostile_delay_s)):
             if not seconds >= 0 or not math.isfinite(seconds):
                 raise ParameterError(f"must be a finite number >= 0, got {seconds}", parameter=name)
+        if self.export_rows > BACKLOG_FACTOR * self.max_queue_rows:
+            # An export the trace backlog could never hold would be refused (429) forever.
+            raise ParameterError(
+                f"max_export_rows ({self.max_export_rows}) must not exceed {BACKLOG_FACTOR} x "
+                f"max_queue_rows ({BACKLOG_FACTOR * self.max_queue_rows})",
+                parameter="max_export_rows",
+            )
         if self.limits.max_rows > self.max_queue_rows:
             # A request larger than the queue could never be accepted.
             raise ParameterError(

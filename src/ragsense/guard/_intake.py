@@ -5,6 +5,7 @@ errors turned into one small 422, and the Host/Origin middleware. Kept apart fro
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -67,6 +68,80 @@ def is_json_media_type(content_type: str | None) -> bool:
         if name.strip().lower() == "charset" and value.strip().strip('"').lower() not in ("utf-8", "utf8"):
             return False
     return True
+
+
+class Inflater:
+    """A gzip body (``Content-Encoding: gzip``, the OpenTelemetry Collector's default) inflated as it
+    arrives, never to more than ``limit`` bytes: past that, 413 at once.
+
+    Each piece is inflated with ``max_length`` set to the room left, so a gzip bomb (200 MB of zeros in
+    200 kB) costs the first ``limit`` bytes of output, not its whole size.
+
+    >>> import gzip
+    >>> bomb = gzip.compress(bytes(10_000_000))
+    >>> inflater = Inflater(1_000)
+    >>> try:
+    ...     inflater.feed(bomb)
+    ... except GuardRequestError as exc:
+    ...     print(exc.status, exc.kind, inflater.size)
+    413 inflated_too_large 1001
+    >>> inflater = Inflater(100)
+    >>> inflater.feed(gzip.compress(b"a" * 50) + gzip.compress(b"b" * 50)) == b"a" * 50 + b"b" * 50
+    True
+    >>> inflater.finish()
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0
+        self._stream = zlib.decompressobj(16 + zlib.MAX_WBITS)  # 16: the gzip wrapper
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The inflated bytes of one more piece of the body; 413 past the limit, 400 if not gzip."""
+        out: list[bytes] = []
+        while chunk:
+            try:
+                piece = self._stream.decompress(chunk, self.limit - self.size + 1)
+            except zlib.error as exc:
+                raise GuardRequestError(
+                    400, "invalid_encoding", f"the body is not valid gzip: {exc}", field="content-encoding"
+                ) from None
+            self.size += len(piece)
+            if self.size > self.limit:
+                raise GuardRequestError(
+                    413,
+                    "inflated_too_large",
+                    f"the gzip body inflates to more than {self.limit} bytes",
+                    field="body",
+                    headers={"Connection": "close"},  # refused before it is all read
+                )
+            out.append(piece)
+            # Not at its end: the input was all used (else the output would have passed the limit).
+            chunk = self._stream.unused_data if self._stream.eof else b""
+            if chunk:  # another gzip member follows (a valid gzip file may hold several)
+                self._stream = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        return b"".join(out)
+
+    def finish(self) -> None:
+        """400 when the body ended inside the gzip stream."""
+        if not self._stream.eof:
+            raise GuardRequestError(400, "invalid_encoding", "the gzip body ends early", field="body")
+
+
+def inflater_for(encoding: str | None, limit: int) -> Inflater | None:
+    """The :class:`Inflater` a ``Content-Encoding`` needs (None: the body is sent as it is); 415 for an
+    encoding other than gzip."""
+    name = (encoding or "identity").strip().lower()
+    if name == "identity":
+        return None
+    if name in ("gzip", "x-gzip"):
+        return Inflater(limit)
+    raise GuardRequestError(
+        415,
+        "unsupported_encoding",
+        f"send the body as it is or gzip-compressed, not {name[:40]!r}",
+        field="content-encoding",
+    )
 
 
 class HostCheck:

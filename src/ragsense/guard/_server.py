@@ -1,4 +1,5 @@
-"""Running the app on uvicorn: the bind check, graceful SIGTERM, and a server in a thread for tests.
+"""Running the app on uvicorn: the bind check, graceful SIGTERM, connection limits (a deadline for
+each request's headers, a cap on open connections), and a server in a thread for tests.
 
 Shutdown (SIGTERM or Ctrl-C): uvicorn stops accepting connections, lets every request in flight finish
 (up to the request timeout plus a margin), then the app's lifespan drains the model worker. The guard
@@ -7,6 +8,7 @@ marks itself draining first, so ``/ready`` turns 503 at once and a load balancer
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import socket
@@ -18,6 +20,7 @@ from types import FrameType
 from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ragsense._access import check_bind as shared_check_bind
 from ragsense.guard._app import GuardService, create_app
@@ -58,6 +61,79 @@ class _GuardServer(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
+def connection_limit(config: GuardConfig) -> int:
+    """The most connections open at once: ``config.max_connections``, else what the process's file
+    limit leaves after a quarter (at least 32) for the model, logs and the rest of the process.
+
+    >>> connection_limit(GuardConfig(model="fake", max_connections=50))
+    50
+    """
+    if config.max_connections is not None:
+        return config.max_connections
+    try:
+        import resource
+    except ImportError:  # not a Unix: no file limit to read
+        return 1024
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        soft = 65_536
+    return max(8, min(4_096, soft - max(32, soft // 4)))
+
+
+def _protocol(header_timeout: float, max_connections: int) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with a deadline for each request's headers and a cap on connections.
+
+    uvicorn has neither: its keep-alive timeout ends when the first byte of the next request arrives,
+    and ``limit_concurrency`` answers 503 to a request but closes no connection. So a client trickling
+    header bytes held its connection, and a file descriptor, for as long as it liked (120 of them
+    under a 128-file limit and every client got EMFILE).
+    """
+
+    class GuardProtocol(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+        _since = 0.0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+            if len(self.connections) > max_connections:
+                # Full: the oldest connection still sending its headers makes room (else this one).
+                waiting = [
+                    c for c in self.connections if isinstance(c, GuardProtocol) and c._deadline is not None
+                ]
+                min(waiting, key=lambda c: c._since, default=self)._drop()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.cycle is not None and not self.cycle.response_complete:
+                self._disarm()  # the headers are in: the body and the answer have their own limits
+
+        def on_response_complete(self) -> None:
+            self._arm()  # armed first: a pipelined request starts (and disarms) inside
+            super().on_response_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._since = self.loop.time()
+            self._deadline = self.loop.call_later(header_timeout, self._drop)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _drop(self) -> None:
+            self._disarm()
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return GuardProtocol
+
+
 def _uvicorn_config(app: Any, config: GuardConfig, *, host: str, port: int, log_level: str) -> uvicorn.Config:
     return uvicorn.Config(
         app,
@@ -68,6 +144,8 @@ def _uvicorn_config(app: Any, config: GuardConfig, *, host: str, port: int, log_
         lifespan="on",
         timeout_graceful_shutdown=int(config.timeout_s + _SHUTDOWN_MARGIN),
         server_header=False,
+        http=_protocol(config.header_timeout_s, connection_limit(config)),
+        timeout_keep_alive=config.keep_alive_s,
     )
 
 

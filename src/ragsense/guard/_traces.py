@@ -2,18 +2,28 @@
 
 An OpenTelemetry exporter (``OTLPSpanExporter(endpoint="http://127.0.0.1:8000/v1/traces")``) sends
 ``ExportTraceServiceRequest`` bodies as protobuf (``application/x-protobuf``) or JSON
-(``application/json``). The request goes through the same intake as ``/v1/check``: Host/Origin (403),
-API key (401), media type (415), body size and time (413, 408), the per-key slot (429); then, in a
-thread, the body is decoded into spans. An exporter sends a trace's spans as they end, across requests,
-so spans wait until their trace's root span is in (it ends last), or :data:`TRACE_WAIT_S` after the
-first; whole traces are made rows exactly as ``ragsense evaluate --from otlp`` does
-(:func:`ragsense.traces.trace_rows`), each row checked against the request limits. The export is
-answered as soon as its traces are accepted (an OTLP exporter waits only seconds); the rows are then
-scored through the same micro-batcher as ``/v1/check``, at most ``max_rows`` a job, and each result is
-appended to the JSONL sink (``--trace-sink``) and counted on ``/metrics``. Accepted but unscored rows
-are bounded (:data:`BACKLOG_FACTOR` x ``max_queue_rows``): over that, 429 with Retry-After, which OTLP
-exporters honour. Malformed traces are answered in the OTLP ``partialSuccess`` and written to the sink
-as errors; traces that are not RAG traces are counted (``not_rag``) and written to the sink too.
+(``application/json``), plain or gzip-compressed (``Content-Encoding: gzip``, the Collector's default).
+The request goes through the same intake as ``/v1/check``: Host/Origin (403), API key (401), media type
+and encoding (415), body size, inflated size and time (413, 408), the per-key slot (429). Then, one
+export at a time and in a thread: the spans are counted from the body without decoding it, and an
+export of more than :data:`MAX_EXPORT_SPANS` is refused with 413 (it can never be accepted: a 429
+would have the exporter retry it forever), late by ``hostile_delay_s`` as ``/v1/check`` answers a
+body no client sends by mistake; the rest is decoded, keeping only the attributes a row is made from.
+
+An exporter sends a trace's spans as they end, across requests, so spans wait until their trace's
+root span is in (it ends last), or :data:`TRACE_WAIT_S` after the first; the waiting spans are bounded
+in number (:data:`MAX_PENDING_SPANS`) and in characters (:data:`MAX_PENDING_CHARS`). Whole traces are
+made rows exactly as ``ragsense evaluate --from otlp`` does (:func:`ragsense.traces.trace_rows`), each
+row checked against the request limits, at most ``max_export_rows`` an export (the others are
+rejected in the answer). Accepted but unscored rows are bounded (:data:`BACKLOG_FACTOR` x
+``max_queue_rows``), counting the export's own rows: over that, 429 with Retry-After, which OTLP
+exporters honour, and nothing of the export is kept. The export is answered as soon as its traces are
+accepted (an OTLP exporter waits only seconds); the rows are then scored through the same
+micro-batcher as ``/v1/check``, one job of at most ``max_rows`` at a time and only when no
+``/v1/check`` rows wait, so that ``/v1/check`` never queues behind more than one trace job; each
+result is appended to the JSONL sink (``--trace-sink``) and
+counted on ``/metrics``. Malformed traces are answered in the OTLP ``partialSuccess`` and written to
+the sink as errors; traces that are not RAG traces are counted (``not_rag``) and written to the sink.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +44,8 @@ from ragsense.data import RowError, require_module
 from ragsense.errors import InputError
 from ragsense.guard._batcher import NotAccepting, QueueFull
 from ragsense.guard._check import Options
-from ragsense.guard._intake import is_json_media_type, json_response
+from ragsense.guard._config import BACKLOG_FACTOR
+from ragsense.guard._intake import inflater_for, is_json_media_type, json_response
 from ragsense.guard._limits import (
     GuardRequestError,
     Limits,
@@ -43,18 +54,34 @@ from ragsense.guard._limits import (
     parse_json_body,
 )
 from ragsense.guard._schema import CheckRequest, CheckRow
-from ragsense.traces import SkippedTrace, Span, otlp_proto_request, otlp_spans, trace_rows
+from ragsense.traces import (
+    SkippedTrace,
+    Span,
+    count_otlp_spans,
+    count_proto_spans,
+    otlp_proto_request,
+    otlp_spans,
+    row_attribute,
+    trace_rows,
+)
 
 logger = logging.getLogger("ragsense.guard")
 
 PROTOBUF = "application/x-protobuf"
 TRACE_WAIT_S = 30.0
 """How long spans wait for their trace's root span before the trace is read as it is."""
+MAX_EXPORT_SPANS = 10_000
+"""Spans one export may hold; over that, 413 (the OTel SDK sends 512 at most; set a Collector's
+``send_batch_max_size`` at or below this)."""
 MAX_PENDING_SPANS = 10_000
 """Spans waiting for their root at most; over that, 429."""
-BACKLOG_FACTOR = 16
-"""Accepted but unscored trace rows are bounded by this many times ``max_queue_rows``."""
+MAX_PENDING_CHARS = 32 * 1024 * 1024
+"""Characters of the waiting spans' kept attributes at most (about their memory); over that, 429."""
 WEAKEST = 3
+IDLE_POLL_S = 0.005
+"""How often waiting trace rows look whether the batcher's queue is empty (``/v1/check`` goes first)."""
+HOSTILE = frozenset({"too_many_spans", "inflated_too_large"})
+"""Refusals no exporter earns by mistake: answered after ``hostile_delay_s``, as ``/v1/check`` does."""
 
 
 @dataclass(frozen=True)
@@ -75,25 +102,73 @@ def _media(content_type: str | None) -> str:
     )
 
 
-def parse_spans(raw: bytes, media: str) -> list[Span]:
-    """The body's spans (in a thread); a 400 for a body that is not an OTLP export."""
+def _too_many(count: int) -> GuardRequestError:
+    return GuardRequestError(
+        413,
+        "too_many_spans",
+        f"the export holds more than {MAX_EXPORT_SPANS} spans ({count:,} counted before stopping); "
+        "send smaller batches",
+        field="body",
+    )
+
+
+def parse_spans(raw: bytes, media: str, max_chars: int) -> list[Span]:
+    """The body's spans (in a thread), keeping only the attributes rows are made from; 413 for an
+    export of too many spans (counted first, without decoding), 400 for one that is not OTLP.
+
+    ``max_chars``: the longest attribute kept; a longer one makes its trace an error at once (no row
+    could take it), so a waiting span holds no more than that per attribute.
+    """
     try:
-        request = otlp_proto_request(raw) if media == "protobuf" else parse_json_body(raw)
-        if not isinstance(request, dict):
-            raise InputError("the body must be a JSON object", field="body")
-        return list(otlp_spans(request))
+        if media == "protobuf":
+            count = count_proto_spans(raw, MAX_EXPORT_SPANS)
+            if count > MAX_EXPORT_SPANS:
+                raise _too_many(count)
+            request: Any = otlp_proto_request(raw)
+        else:
+            request = parse_json_body(raw)
+            if not isinstance(request, dict):
+                raise InputError("the body must be a JSON object", field="body")
+            count = count_otlp_spans(request)
+            if count > MAX_EXPORT_SPANS:
+                raise _too_many(count)
+        return list(otlp_spans(request, max_chars=max_chars, keep=row_attribute))
     except InputError as exc:
         raise GuardRequestError(400, "invalid_otlp", str(exc), field=exc.field or "body") from None
+    except RecursionError:
+        raise GuardRequestError(
+            400, "invalid_otlp", "the export is nested too deeply", field="body"
+        ) from None
 
 
-def rows_of(spans: list[Span], limits: Limits) -> _Traces:
-    """Whole traces' spans as rows within the request limits (an over-limit trace is an error)."""
+def span_chars(span: Span) -> int:
+    """About how much a waiting span holds: its attributes' characters, plus its ids and name."""
+    return 128 + len(span.name) + sum(len(k) + _chars(v) for k, v in span.attributes.items())
+
+
+def _chars(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, Mapping):
+        return sum(len(str(k)) + _chars(v) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(_chars(v) for v in value)
+    return 8
+
+
+def rows_of(spans: list[Span], limits: Limits, max_rows: int) -> _Traces:
+    """Whole traces' spans as rows within the request limits (an over-limit trace is an error), at
+    most ``max_rows`` of them (the traces after those are errors too)."""
     made = trace_rows(spans)
     rows: list[CheckRow] = []
     ids: dict[str, str] = {}
     errors = [r for r in made if isinstance(r, RowError)]
     for row in made:
         if isinstance(row, RowError):
+            continue
+        if len(rows) == max_rows:
+            message = f"the export holds more than {max_rows} RAG traces (max_export_rows); send fewer"
+            errors.append(RowError(len(rows), row.id, None, message, {"trace_id": row.id}))
             continue
         check = CheckRow(id=row.id, question=row.question, contexts=list(row.contexts), answer=row.answer)
         try:
@@ -119,8 +194,17 @@ class TraceReceiver:
         # they end, across requests; the root ends last), or TRACE_WAIT_S has passed since the first.
         self.pending: dict[str, list[Span]] = {}
         self.first_seen: dict[str, float] = {}
+        self.pending_spans = 0
+        self.pending_chars = 0
         self.tasks: set[asyncio.Task[None]] = set()
         self.sink = Path(service.config.trace_sink) if service.config.trace_sink else None
+        # One export is decoded and made rows at a time: its decoding thread is the only one competing
+        # with the event loop, and the waiting spans change only between its checks and its commit.
+        self.intake = asyncio.Lock()
+        # One job of trace rows in the batcher's queue at a time: /v1/check keeps the rest of it.
+        self.scoring = asyncio.Lock()
+        limits = service.config.limits
+        self.max_chars = max(limits.max_question_chars, limits.max_answer_chars, limits.max_document_chars)
 
     def _write(self, records: Sequence[dict[str, Any]]) -> None:
         if self.sink is None or not records:
@@ -137,12 +221,15 @@ class TraceReceiver:
             key_id = service.authenticate(request)
             media = _media(request.headers.get("content-type"))
             proto = media == "protobuf"
-            raw = await service.read_body(request, count_values=False)
-            spans = await asyncio.to_thread(parse_spans, raw, media)
+            limit = service.config.limits.max_body_bytes
+            inflate = inflater_for(request.headers.get("content-encoding"), limit)
+            raw = await service.read_body(request, count_values=False, inflate=inflate)
             service._take_slot(key_id)
             holding = True
-            self._check_room(len(spans))
-            traces = rows_of(self._complete(spans), service.config.limits)
+            self._check_room(spans=1, rows=1)  # before any decoding: a full receiver refuses cheaply
+            async with self.intake:
+                spans = await asyncio.to_thread(parse_spans, raw, media, self.max_chars)
+                traces = await self._take(spans)
             self._accept(traces)
             status = 200
             return self._answer(traces, proto)
@@ -150,6 +237,11 @@ class TraceReceiver:
             status = exc.status
             if status in (400, 413, 415, 422):
                 service.metrics.reject("invalid")
+            if exc.kind in HOSTILE:
+                if holding and key_id is not None:  # the delay holds no slot
+                    service.limiter.release(key_id)
+                    holding = False
+                await asyncio.sleep(service.config.hostile_delay_s)
             return json_response(exc.body(), status, exc.headers)
         except Exception as exc:  # a bug, never input: answer in JSON and keep serving
             logger.error("guard: trace export failed: %s", type(exc).__name__)
@@ -159,37 +251,61 @@ class TraceReceiver:
                 service.limiter.release(key_id)
             service.metrics.request("/v1/traces", status, time.perf_counter() - started)
 
-    def _check_room(self, spans: int) -> None:
-        """503 while the model loads or the server drains; 429 when too much waits already."""
+    def _check_room(self, spans: int = 0, chars: int = 0, rows: int = 0) -> None:
+        """503 while the model loads or the server drains; 429 when the backlog, counting ``rows``
+        more, or the waiting spans, counting ``spans`` and ``chars`` more, would pass their bounds."""
         service = self.service
         if service.draining or not service.batcher.ready:
             raise GuardRequestError(
                 503, "unavailable", "the model is not ready", headers={"Retry-After": "5"}
             )
-        waiting = sum(len(v) for v in self.pending.values())
-        limit = BACKLOG_FACTOR * service.config.max_queue_rows
-        if self.backlog > limit or waiting + spans > MAX_PENDING_SPANS:
+        backlog = self.backlog + rows > BACKLOG_FACTOR * service.config.max_queue_rows
+        waiting = (
+            self.pending_spans + spans > MAX_PENDING_SPANS or self.pending_chars + chars > MAX_PENDING_CHARS
+        )
+        if backlog or waiting:
             service.metrics.reject("queue_full")
+            what = "trace rows wait to be scored" if backlog else "spans wait for their traces' root span"
             raise GuardRequestError(
-                429, "queue_full", "too many trace rows or spans wait", headers={"Retry-After": "5"}
+                429, "queue_full", f"too many {what}; retry later", headers={"Retry-After": "5"}
             )
 
-    def _complete(self, spans: list[Span], *, flush: bool = False) -> list[Span]:
-        """The spans of every trace now whole (its root span is in), or waiting too long, or all."""
+    async def _take(self, spans: list[Span], *, flush: bool = False) -> _Traces:
+        """The rows of every trace the export makes whole (its root span is in), or that waited too
+        long (or all, ``flush``); the export's other spans wait. Nothing changes on a refusal (429)."""
         now = time.monotonic()
+        arrived: dict[str, list[Span]] = {}
         for span in spans:
-            self.pending.setdefault(span.trace_id, []).append(span)
-            self.first_seen.setdefault(span.trace_id, now)
-        done = [
-            t
-            for t, members in self.pending.items()
-            if flush or now - self.first_seen[t] > TRACE_WAIT_S or any(s.parent_id is None for s in members)
-        ]
-        out: list[Span] = []
-        for trace_id in done:
-            out.extend(self.pending.pop(trace_id))
-            del self.first_seen[trace_id]
-        return out
+            arrived.setdefault(span.trace_id, []).append(span)
+        sizes = {t: sum(span_chars(s) for s in members) for t, members in arrived.items()}
+
+        def whole(trace_id: str) -> bool:
+            members = [*self.pending.get(trace_id, ()), *arrived.get(trace_id, ())]
+            seen = self.first_seen.get(trace_id, now)
+            return flush or now - seen > TRACE_WAIT_S or any(s.parent_id is None for s in members)
+
+        done = [t for t in {**self.pending, **arrived} if whole(t)]
+        waiting = [t for t in arrived if t not in done]
+        if not flush:
+            self._check_room(
+                spans=sum(len(arrived[t]) for t in waiting), chars=sum(sizes[t] for t in waiting)
+            )
+        complete = [s for t in done for s in (*self.pending.get(t, ()), *arrived.get(t, ()))]
+        config = self.service.config
+        traces = await asyncio.to_thread(rows_of, complete, config.limits, config.export_rows)
+        if not flush:
+            self._check_room(rows=len(traces.rows))
+        for trace_id in done:  # commit: nothing awaited since the checks
+            members = self.pending.pop(trace_id, [])
+            self.first_seen.pop(trace_id, None)
+            self.pending_spans -= len(members)
+            self.pending_chars -= sum(span_chars(s) for s in members)
+        for trace_id in waiting:
+            self.pending.setdefault(trace_id, []).extend(arrived[trace_id])
+            self.first_seen.setdefault(trace_id, now)
+            self.pending_spans += len(arrived[trace_id])
+            self.pending_chars += sizes[trace_id]
+        return traces
 
     def _accept(self, traces: _Traces) -> None:
         service = self.service
@@ -234,7 +350,8 @@ class TraceReceiver:
             for start in range(0, len(traces.rows), size):
                 chunk = traces.rows[start : start + size]
                 payload = service.payload(chunk, Options(), threshold, WEAKEST)
-                result = await self._submit(payload, chunk)
+                async with self.scoring:
+                    result = await self._submit(payload, chunk)
                 self.backlog -= len(chunk)
                 self._record(chunk, result, traces.spans)
         except NotAccepting:
@@ -245,11 +362,12 @@ class TraceReceiver:
             self.backlog = max(0, self.backlog)
 
     async def _submit(self, payload: Any, chunk: list[CheckRow]) -> Any:
+        batcher = self.service.batcher
         while True:  # the export was accepted: wait for room rather than drop its rows
+            while batcher.queued_rows:  # /v1/check first: trace rows take the queue when it is idle
+                await asyncio.sleep(IDLE_POLL_S)
             try:
-                return await self.service.batcher.submit(
-                    payload, rows=len(chunk), tokens=estimate_tokens(chunk)
-                )
+                return await batcher.submit(payload, rows=len(chunk), tokens=estimate_tokens(chunk))
             except QueueFull as exc:
                 await asyncio.sleep(exc.retry_after)
 
@@ -275,8 +393,7 @@ class TraceReceiver:
     async def drain(self) -> None:
         """Score what waits for its root span, then wait for every accepted trace (shutdown: before
         the worker stops)."""
-        waiting = self._complete([], flush=True)
-        if waiting:
-            self._accept(rows_of(waiting, self.service.config.limits))
+        async with self.intake:
+            self._accept(await self._take([], flush=True))
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)

@@ -1,6 +1,8 @@
 """The HTTP transport of ``ragsense serve``: a stdlib threading server around :class:`ModelService`.
 
-Who may call it is decided here, before a body is read, by the rules ``ragsense guard`` uses too
+Connections are bounded: a socket timeout on every read and write, a deadline for a request's headers
+(:attr:`RagsenseHTTPServer.header_timeout`) and a cap on connections served at once. Who may call it
+is decided here, before a body is read, by the rules ``ragsense guard`` uses too
 (:mod:`ragsense._access`): on a loopback bind the ``Host`` must name it and a cross-site ``Origin`` is
 refused (403); with API keys every endpoint but ``/health`` needs one (401); without keys a
 non-loopback bind is refused unless ``insecure``.
@@ -8,8 +10,10 @@ non-loopback bind is refused unless ``insecure``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
+import socket
 import sys
 import threading
 import time
@@ -28,6 +32,25 @@ _MAX_BODY = 32 * 1024 * 1024
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: clients send many small requests
     server: RagsenseHTTPServer
+    # Seconds one read or write on the socket may wait (StreamRequestHandler sets it on the socket):
+    # without it a client that stops sending holds its thread and file descriptor for ever.
+    timeout = 30.0
+
+    def handle_one_request(self) -> None:
+        # From the request line to the end of the headers the server's deadline applies (a socket
+        # timeout alone lets a client trickle a byte every few seconds for ever).
+        self.server.watch(self.connection)
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.unwatch(self.connection)
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()  # reads the headers
+        if not self.server.unwatch(self.connection):  # cut off: its headers ended at the cut
+            self.close_connection = True
+            return False
+        return parsed
 
     def do_GET(self) -> None:
         self._serve("GET")
@@ -109,6 +132,13 @@ class RagsenseHTTPServer(ThreadingHTTPServer):
     """
 
     daemon_threads = True  # a client holding a keep-alive connection must not block shutdown
+    request_queue_size = 64  # the listen backlog (socketserver's 5 drops connections under a burst)
+    header_timeout = 10.0
+    """Seconds from a request's first byte (or the end of the last answer) to the end of its headers;
+    then the connection is closed. It bounds an idle keep-alive connection too."""
+    max_connections = 256
+    """Connections served at once; past that a new one closes the oldest still sending its headers
+    (or is itself closed)."""
 
     def __init__(
         self,
@@ -125,6 +155,59 @@ class RagsenseHTTPServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         self.allowed_hosts = allowed_hosts(str(host), int(port))
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._open = 0
+        self._reading: dict[socket.socket, float] = {}  # connection -> deadline for its headers
+        self._closed = threading.Event()
+        threading.Thread(
+            target=self._cut_off_slow_headers, name="ragsense-serve-deadline", daemon=True
+        ).start()
+
+    def server_close(self) -> None:
+        self._closed.set()
+        super().server_close()
+
+    def watch(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._reading[connection] = time.monotonic() + self.header_timeout
+
+    def unwatch(self, connection: socket.socket) -> bool:
+        """Stop the deadline of ``connection``'s headers; False when it was cut off instead."""
+        with self._lock:
+            return self._reading.pop(connection, None) is not None
+
+    def _cut_off_slow_headers(self) -> None:
+        while not self._closed.wait(min(0.25, self.header_timeout / 4)):
+            now = time.monotonic()
+            with self._lock:
+                late = [c for c, deadline in self._reading.items() if deadline < now]
+            for connection in late:
+                self._cut(connection)
+
+    def _cut(self, connection: socket.socket) -> None:
+        self.unwatch(connection)  # so that its handler knows (see _Handler.parse_request)
+        with contextlib.suppress(OSError):  # its thread's read ends; the thread closes it
+            connection.shutdown(socket.SHUT_RDWR)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._lock:
+            full = self._open >= self.max_connections
+            oldest = min(self._reading, key=self._reading.__getitem__, default=None) if full else None
+            if not full or oldest is not None:
+                self._open += 1
+        if full:
+            if oldest is None:  # every connection is in a request: this one waits for none
+                self.shutdown_request(request)
+                return
+            self._cut(oldest)
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self._open -= 1
 
     @property
     def base_url(self) -> str:

@@ -26,8 +26,23 @@ from ragsense.traces._annotations import (
     span_annotations,
     write_annotations,
 )
-from ragsense.traces._rows import SOURCES, SkippedTrace, TraceRows, read_spans, read_traces, trace_rows
-from ragsense.traces._spans import MAX_ATTRIBUTE_CHARS, Span, otlp_proto_request, otlp_spans
+from ragsense.traces._rows import (
+    SOURCES,
+    SkippedTrace,
+    TraceRows,
+    read_spans,
+    read_traces,
+    row_attribute,
+    trace_rows,
+)
+from ragsense.traces._spans import (
+    MAX_ATTRIBUTE_CHARS,
+    Span,
+    count_otlp_spans,
+    count_proto_spans,
+    otlp_proto_request,
+    otlp_spans,
+)
 
 __all__ = [
     "MAX_ATTRIBUTE_CHARS",
@@ -36,12 +51,15 @@ __all__ = [
     "SkippedTrace",
     "Span",
     "TraceRows",
+    "count_otlp_spans",
+    "count_proto_spans",
     "explanation",
     "otlp_proto_request",
     "otlp_spans",
     "read_annotations",
     "read_spans",
     "read_traces",
+    "row_attribute",
     "span_annotations",
     "trace_rows",
     "write_annotations",

@@ -12,6 +12,7 @@ documents as a string, an unknown document attribute, an attribute over the size
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -24,6 +25,7 @@ from ragsense.data import RowError, RowOrError, parquet_rows, parse_rows, requir
 from ragsense.errors import InputError, ParameterError
 from ragsense.traces._exports import langfuse_spans, langfuse_traces, phoenix_span
 from ragsense.traces._spans import (
+    KIND,
     MAX_ATTRIBUTE_CHARS,
     Span,
     SpanProblem,
@@ -67,18 +69,45 @@ class TraceRows(list[RowOrError]):
         )
 
 
+# A list index inside an attribute key: at most 9 digits, so that int() of a key of thousands of digits
+# (which Python refuses with a ValueError) is never tried; such a key is an unknown attribute.
+_INDEX = r"\.(\d{1,9})\."
+
+
 def _semconv() -> Any:
     return require_module("openinference.semconv.trace", "traces", "reading traces")
 
 
+@functools.cache
+def _row_keys() -> tuple[frozenset[str], tuple[str, ...]]:
+    attrs = _semconv().SpanAttributes
+    exact = frozenset({KIND, attrs.INPUT_VALUE, attrs.OUTPUT_VALUE})
+    return exact, (attrs.LLM_OUTPUT_MESSAGES, attrs.RETRIEVAL_DOCUMENTS)
+
+
+def row_attribute(key: str) -> bool:
+    """Whether a row is made from span attribute ``key`` (what a receiver keeps while spans wait).
+
+    >>> keys = ("output.value", "retrieval.documents.0.document.content", "llm.token_count.total")
+    >>> [row_attribute(k) for k in keys]
+    [True, True, False]
+    """
+    exact, lists = _row_keys()
+    return key in exact or any(key == name or key.startswith(name + ".") for name in lists)
+
+
 def _messages_content(attributes: Mapping[str, Any], prefix: str, content: str) -> str | None:
     """The content of the last message under ``prefix`` (flat ``prefix.{i}.message.content`` keys)."""
-    pattern = re.compile(re.escape(prefix) + r"\.(\d+)\." + re.escape(content) + "$")
+    pattern = re.compile(re.escape(prefix) + _INDEX + re.escape(content) + "$")
     found = {int(m.group(1)): v for k, v in attributes.items() if (m := pattern.match(k))}
     if not found:
         listed = attributes.get(prefix)
         if isinstance(listed, list) and listed and isinstance(listed[-1], Mapping):
-            value = listed[-1].get(content) or listed[-1].get("message", {}).get("content")
+            # Every level is the sender's: a "message" that is a string, not an object, is no message.
+            message = listed[-1].get("message")
+            value = listed[-1].get(content)
+            if not value and isinstance(message, Mapping):
+                value = message.get("content")
             return value if isinstance(value, str) else None
         return None
     value = found[max(found)]
@@ -108,7 +137,7 @@ def _documents(span: Span, keys: Any) -> list[str]:
         }
     else:
         flat = {k: v for k, v in span.attributes.items() if k.startswith(documents_key + ".")}
-    pattern = re.compile(re.escape(documents_key) + r"\.(\d+)\.(.+)$")
+    pattern = re.compile(re.escape(documents_key) + _INDEX + "(.+)$")
     texts: dict[int, str] = {}
     for key, value in flat.items():
         match = pattern.match(key)
@@ -218,7 +247,10 @@ def read_spans(
     path: str | os.PathLike[str], source: str, *, max_chars: int = MAX_ATTRIBUTE_CHARS
 ) -> list[Span]:
     """The spans of a trace file: ``otlp`` (``.json``/``.jsonl``, or protobuf ``.pb``), ``phoenix``
-    (``.jsonl``/``.json``/``.parquet``) or ``langfuse`` (``.json``/``.jsonl``)."""
+    (``.jsonl``/``.json``/``.parquet``) or ``langfuse`` (``.json``/``.jsonl``).
+
+    A file that is not an export of ``source`` is an :class:`~ragsense.errors.InputError`.
+    """
     if source not in SOURCES:
         raise ParameterError(
             f"unknown trace source {source!r}; use one of {', '.join(SOURCES)}", parameter="from"
@@ -226,22 +258,33 @@ def read_spans(
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"trace file not found: {str(file)!r}")
+    try:
+        return _spans_of(file, source, max_chars)
+    except RecursionError:
+        # Values nested thousands deep (arrays of arrays, objects in objects) exhaust the parser or
+        # the readers that walk them: bad input, not a bug.
+        raise InputError(f"{str(file)!r} is not a {source} export: it is nested too deeply") from None
+
+
+def _spans_of(file: Path, source: str, max_chars: int) -> list[Span]:
     suffix = file.suffix.lower()
     if source == "otlp":
         if suffix in PROTOBUF_SUFFIXES:
             return list(otlp_spans(otlp_proto_request(file.read_bytes()), max_chars=max_chars))
         return [
-            s for r in otlp_json_requests(_text(file)) for s in otlp_spans(_object(r), max_chars=max_chars)
+            s
+            for r in otlp_json_requests(_text(file), repr(str(file)))
+            for s in otlp_spans(_object(r), max_chars=max_chars)
         ]
     if source == "phoenix":
         if suffix == ".parquet":
             records: Iterable[Any] = parquet_rows(file)
         else:
-            records = otlp_json_requests(_text(file))
+            records = otlp_json_requests(_text(file), repr(str(file)))
         return [phoenix_span(_object(r), max_chars=max_chars) for r in records]
     return [
         s
-        for obj in otlp_json_requests(_text(file))
+        for obj in otlp_json_requests(_text(file), repr(str(file)))
         for trace in langfuse_traces(obj)
         for s in langfuse_spans(trace, max_chars=max_chars)
     ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,8 +113,16 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def otlp_spans(request: Mapping[str, Any], *, max_chars: int = MAX_ATTRIBUTE_CHARS) -> Iterator[Span]:
+def otlp_spans(
+    request: Mapping[str, Any],
+    *,
+    max_chars: int = MAX_ATTRIBUTE_CHARS,
+    keep: Callable[[str], bool] | None = None,
+) -> Iterator[Span]:
     """The spans of one ``ExportTraceServiceRequest`` in the OTLP JSON mapping (hex ids).
+
+    ``keep``: which attribute keys to read (default: all); the others are dropped undecoded, so a
+    receiver holding spans keeps only what it will use.
 
     >>> req = {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "ab", "spanId": "01",
     ...     "name": "llm", "attributes": [{"key": KIND, "value": {"stringValue": "LLM"}}]}]}]}]}
@@ -127,7 +135,7 @@ def otlp_spans(request: Mapping[str, Any], *, max_chars: int = MAX_ATTRIBUTE_CHA
     for resource in resource_spans:
         for scope in _list(_object(resource, "resourceSpans").get("scopeSpans"), "scopeSpans"):
             for raw in _list(_object(scope, "scopeSpans").get("spans"), "spans"):
-                yield _otlp_span(raw, max_chars)
+                yield _otlp_span(raw, max_chars, keep)
 
 
 def _object(value: Any, name: str) -> Mapping[str, Any]:
@@ -144,7 +152,7 @@ def _list(value: Any, name: str) -> list[Any]:
     return value
 
 
-def _otlp_span(raw: Any, max_chars: int) -> Span:
+def _otlp_span(raw: Any, max_chars: int, keep: Callable[[str], bool] | None = None) -> Span:
     if not isinstance(raw, Mapping):
         raise InputError(f"a span must be an object, got {type(raw).__name__}", field="spans")
     ids = [raw.get(k) for k in ("traceId", "spanId", "parentSpanId")]
@@ -164,6 +172,8 @@ def _otlp_span(raw: Any, max_chars: int) -> Span:
         attributes: dict[str, Any] = {}
         for pair in _list(raw.get("attributes"), "attributes"):
             key = str(pair.get("key")) if isinstance(pair, Mapping) else "?"
+            if keep is not None and key != "?" and not keep(key):
+                continue
             attributes[key] = check_size(
                 key, any_value(key, pair.get("value") if key != "?" else pair), max_chars
             )
@@ -172,22 +182,28 @@ def _otlp_span(raw: Any, max_chars: int) -> Span:
     return Span(**{**base.__dict__, "attributes": attributes})
 
 
-def otlp_json_requests(text: str) -> Iterator[Any]:
+def otlp_json_requests(text: str, name: str = "the JSON") -> Iterator[Any]:
     """The export requests of an OTLP JSON file: one object, a list of them, or one per line (the
-    collector's file exporter)."""
+    collector's file exporter). ``name``: the file, as errors name it."""
     stripped = text.strip()
     if not stripped:
         return
     try:
         whole = json.loads(stripped)
     except json.JSONDecodeError:
-        for number, line in enumerate(stripped.splitlines(), 1):
+        # Lines end at "\n" only: str.splitlines() would also split at U+0085, U+2028 and U+2029, which
+        # JSON allows raw inside a string, and cut a valid line in two.
+        for number, line in enumerate(stripped.split("\n"), 1):
             if line.strip():
                 try:
                     yield json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise InputError(f"line {number} is not JSON: {exc.msg}", field="resourceSpans") from None
+                    raise InputError(f"{name}: line {number} is not JSON: {exc.msg}") from None
+                except RecursionError:
+                    raise InputError(f"{name}: line {number} is nested too deeply") from None
         return
+    except RecursionError:
+        raise InputError(f"{name} is nested too deeply") from None
     yield from (whole if isinstance(whole, list) else [whole])
 
 
@@ -216,3 +232,81 @@ def otlp_proto_request(data: bytes) -> dict[str, Any]:
                     if name in span:
                         span[name] = base64.b64decode(span[name]).hex()
     return request
+
+
+def count_otlp_spans(request: Mapping[str, Any]) -> int:
+    """The spans of an export in the OTLP JSON mapping, counted without decoding any (shapes that are
+    not lists count nothing here: :func:`otlp_spans` names them).
+
+    >>> count_otlp_spans({"resourceSpans": [{"scopeSpans": [{"spans": [{}, {}]}, {"spans": [{}]}]}]})
+    3
+    """
+    total = 0
+    for resource in _counted(request, "resourceSpans"):
+        for scope in _counted(resource, "scopeSpans"):
+            total += len(_counted(scope, "spans"))
+    return total
+
+
+def _counted(node: Any, name: str) -> list[Any]:
+    value = node.get(name) if isinstance(node, Mapping) else None
+    return value if isinstance(value, list) else []
+
+
+def count_proto_spans(data: bytes, limit: int) -> int:
+    """The spans of a protobuf ``ExportTraceServiceRequest``, counted from the wire format without
+    decoding it, stopping once over ``limit``: what refusing an export of too many spans costs.
+
+    ``resource_spans`` is field 1 of the request, ``scope_spans`` field 2 of each, ``spans`` field 2 of
+    each scope; everything else is skipped by its length. A body whose lengths do not add up is an
+    :class:`~ragsense.errors.InputError`.
+
+    >>> span = b"\\x12\\x00"  # spans (field 2), an empty message
+    >>> scope = b"\\x12" + bytes([len(span * 3)]) + span * 3
+    >>> request = b"\\x0a" + bytes([len(scope)]) + scope  # resource_spans (field 1)
+    >>> count_proto_spans(request, 10), count_proto_spans(request, 1)
+    (3, 2)
+    """
+    total = 0
+    for start, end in _fields(data, 0, len(data), 1):
+        for scope_start, scope_end in _fields(data, start, end, 2):
+            for _ in _fields(data, scope_start, scope_end, 2):
+                total += 1
+                if total > limit:
+                    return total
+    return total
+
+
+def _fields(data: bytes, pos: int, end: int, number: int) -> Iterator[tuple[int, int]]:
+    """The (start, end) of each length-delimited field ``number`` between ``pos`` and ``end``."""
+    while pos < end:
+        key, pos = _varint(data, pos, end)
+        wire = key & 7
+        if wire == 0:
+            _, pos = _varint(data, pos, end)
+            continue
+        if wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+        elif wire == 2:
+            length, pos = _varint(data, pos, end)
+            if key >> 3 == number and pos + length <= end:
+                yield pos, pos + length
+            pos += length
+        else:
+            raise InputError(
+                f"not an OTLP protobuf trace export: wire type {wire} at byte {pos}", field="body"
+            )
+        if pos > end:
+            raise InputError("not an OTLP protobuf trace export: a field runs past its message", field="body")
+
+
+def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while pos < end and shift < 64:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+    raise InputError(f"not an OTLP protobuf trace export: a broken varint before byte {pos}", field="body")
