@@ -133,8 +133,7 @@ def check_bands(bands: Bands | None, aggregation: Aggregation) -> Bands:
 
 
 LEGACY_RAW_FIELD = "r"
-"""The name ``consens_raw`` had in output files written before it was named for what it holds
-(``r`` read as ``ln(P_empty / P_context)``, which it is only under the perplexity aggregations)."""
+"""``consens_raw``'s name in older output files (read as ``ln(P_empty / P_context)``, which it is not)."""
 
 NoContextCache = OrderedDict[ScoreRequest, ContinuationScore]
 """No-context scores by request; one per model can be shared by every scorer on that model."""
@@ -177,13 +176,8 @@ class DocumentAttribution:
 @dataclass(frozen=True)
 class GroundingResult:
     """ConSens of one answer. ``consens`` uses ``aggregation``; ``consens_by_aggregation`` has every one.
-
-    ``consens_raw`` is the aggregation's value before it is mapped to [-1, 1] (the ``r`` of
-    :mod:`ragsense.consens._math`; :data:`~ragsense.consens.RAW_SCORE_MEANINGS` says what it is under
-    each aggregation): ``ln(P_empty / P_context)`` only for ``arithmetic`` and ``geometric``; under the
-    default ``support`` it is the mean log probability that a word is supported (<= 0). Files written
-    before it was named so call it ``r``; :meth:`from_dict` reads both.
-    """
+    ``consens_raw``: the aggregation's value before it becomes the score (``RAW_SCORE_MEANINGS``; only
+    ``arithmetic`` and ``geometric`` make it ``ln(P_empty / P_context)``), ``r`` in older files."""
 
     consens: float
     consens_raw: float
