@@ -23,9 +23,9 @@ e     errors: ``[metric, field, message]``
 w     scored words, flat: ``gap, length, nll_context, nll_empty`` per word (offsets into the answer,
       ``gap`` from the previous word's end; NLLs in thousandths of a nat); ``wn``: words left out;
       ``ws``: the positions (among ``w``'s words) of the words the context states
-c     ConSens details: ``r`` (``consens_raw``; ``r`` in older files), ``pc``/``pe`` (perplexity with/without context), ``g`` (aggregation),
-      ``ba`` (score by aggregation), ``fb`` (fallback), ``tr``/``td`` (context truncated, tokens
-      dropped), ``n`` (notes), ``m`` (model)
+c     ConSens details: ``r`` (``consens_raw``; ``r`` in older files), ``pc``/``pe`` (perplexity
+      with/without context), ``g`` (aggregation), ``ba`` (score by aggregation), ``fb`` (fallback),
+      ``tr``/``td`` (context truncated, tokens dropped), ``n`` (notes), ``m`` (model)
 t, tp leave-one-out attribution ``[document, drop, consens_without, truncated]`` and ``top_document``
 ve    VERA: ``j`` judge, ``sp`` splitter, ``rt`` retrieval ``[required, confidence]``, ``st`` steps
       (``k`` step, ``sc`` score, ``lb`` labels, ``dc`` decisions ``[keep, label index, confidence,
@@ -61,7 +61,8 @@ ANSWER_FIELDS = ("answer", "response")
 CONTEXT_FIELDS = ("contexts", "retrieved_contexts")
 # ConSens's fields are drawn by the score table and the word view (its verdict stays in the table).
 SHOWN_ELSEWHERE = frozenset(
-    {*QUESTION_FIELDS, *ANSWER_FIELDS, *CONTEXT_FIELDS, "id", "_row", "errors", "error", "vera", LEGACY_RAW_FIELD}
+    {*QUESTION_FIELDS, *ANSWER_FIELDS, *CONTEXT_FIELDS, "id", "_row", "errors", "error", "vera"}
+    | {LEGACY_RAW_FIELD}  # an older file's name for consens_raw, drawn in the ConSens details
     | (set(CONSENS_FIELDS) - {"consens", "verdict"})
     | set(ATTRIBUTION_FIELDS)
 )
