@@ -221,7 +221,7 @@ def make_row(
         "contexts": contexts,
         "answer": answer,
         "consens": consens,
-        "r": rng.uniform(-3, 3),
+        "consens_raw": rng.uniform(-3, 3),
         "ppl_context": rng.uniform(2, 400),
         "ppl_empty": rng.uniform(2, 400),
         "aggregation": "q25",

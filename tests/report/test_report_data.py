@@ -128,7 +128,11 @@ def test_everything_from_the_rows_is_escaped() -> None:
 
 def test_no_nan_or_infinity_reaches_the_page() -> None:
     bad = row(
-        id="nan", consens=float("nan"), similarity=float("inf"), r=float("-inf"), ppl_context=float("nan")
+        id="nan",
+        consens=float("nan"),
+        similarity=float("inf"),
+        consens_raw=float("-inf"),
+        ppl_context=float("nan"),
     )
     bad["words"] = [{**w, "nll_empty": float("inf")} for w in bad["words"]]
     bad["attribution"] = [{**a, "drop": float("nan")} for a in bad["attribution"]]
@@ -235,3 +239,40 @@ def test_size_at_10000_rows_stays_under_5_mb(big_report: Any) -> None:
     limits = data["meta"]["limits"]
     assert not limits["over"]
     print(f"10,000 rows: {report.size / 1e6:.2f} MB in {seconds:.1f} s; {report.step.describe()}; {limits}")
+
+
+def test_refusals_are_marked_apart_and_left_out_of_the_summary_means() -> None:
+    """The one refusal rule in the report: a refusal row is marked ``rf`` (the page lists it in its own
+    table, not among the rows ranked worst first) and the summary's mean leaves it out."""
+    from ragsense.report._summary import summary_from_rows
+
+    rows = [
+        row(id="good", consens=0.9, verdict="grounded"),
+        row(id="ref1", consens=-0.61, verdict="refusal", refusal=True),
+        row(id="ref2", consens=-0.47, verdict="refusal", refusal=True),
+    ]
+    data = page_data(render_report(stored_run(rows), rows))
+    marked = {entry[0]: entry[1].get("rf") for entry in data["rows"]}
+    assert marked == {"good": None, "ref1": 1, "ref2": 1}
+    summary = summary_from_rows(stored_run(rows, status="running"), rows)["consens"]
+    assert summary["refusals"] == 2 and summary["scores"]["consens"]["mean"] == 0.9
+    assert summary["verdicts"] == {"grounded": 1, "refusal": 2}  # counted in the verdicts
+    page = render_report(stored_run(rows), rows, compress=False)
+    assert 'id="refusals"' in page and "renderRefusals" in page
+
+
+def test_the_raw_score_is_labelled_for_what_it_holds_and_old_files_still_read() -> None:
+    """``consens_raw`` (``r`` in older files) is shown with what it holds under the row's aggregation;
+    only the perplexity aggregations make it ln(P_empty / P_context)."""
+    from ragsense.consens import RAW_SCORE_MEANINGS
+
+    new = row(id="new", consens_raw=-1.119, aggregation="support")
+    old = {k: v for k, v in row(id="old", aggregation="support").items() if k != "consens_raw"} | {
+        "r": -1.119
+    }
+    data = page_data(render_report(stored_run([new, old]), [new, old]))
+    assert [entry[1]["c"]["r"] for entry in data["rows"]] == [-1.119, -1.119]
+    assert all(k != "r" for entry in data["rows"] for k, _ in entry[1].get("x", []))  # not shown twice
+    assert data["meta"]["raw_meanings"] == RAW_SCORE_MEANINGS
+    assert "ln(P_empty" not in RAW_SCORE_MEANINGS["support"]
+    assert RAW_SCORE_MEANINGS["geometric"].startswith("ln(P_empty / P_context)")

@@ -414,3 +414,21 @@ def test_loading_the_plugin_imports_no_model_code() -> None:
 def test_doctests(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted >= 1 and result.failed == 0
+
+
+def test_a_refusal_passes_assert_grounded_and_stays_out_of_assert_scores_means() -> None:
+    """The one refusal rule in the pytest helpers, as in the guard: a refusal passes whatever its score
+    (the fake model scores it -0.46, under any threshold), and a mean leaves it out unless asked."""
+    row = assert_grounded(
+        "Who designs proteins?",
+        ["David Baker designs proteins."],
+        "The documents do not say who designs them.",
+        model="fake",
+    )
+    assert row["verdict"] == "refusal" and row["consens"] < 0
+    refusal = dict(THREE_OF_FIVE[0], id="no", consens=-0.61, verdict="refusal")
+    assert assert_scores([*THREE_OF_FIVE, refusal], max_share={}, consens=0.1) == {
+        "consens": pytest.approx(0.19)
+    }  # over the five answers: the refusal's -0.61 would pull the mean to +0.06
+    with pytest.raises(ScoreAssertionError, match="mean"):
+        assert_scores([*THREE_OF_FIVE, refusal], max_share={}, gate_refusals=True, consens=0.1)

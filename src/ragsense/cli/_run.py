@@ -113,6 +113,12 @@ def add_run_options(parser: argparse.ArgumentParser, *, output_help: str, sample
         "--junit", metavar="PATH", help="write the gates (and with --junit-rows each row) as JUnit XML"
     )
     store.add_argument("--junit-rows", action="store_true", help="with --junit: also one test case per row")
+    store.add_argument(
+        "--gate-refusals",
+        action="store_true",
+        help="hold refusals to --fail-under too (its mean and each --junit-rows row); by default a "
+        "refusal counts in --max-share only (docs/metrics.md, Refusals)",
+    )
 
 
 def store_of(args: argparse.Namespace) -> RunStore | None:
@@ -242,7 +248,8 @@ def run_command(
     failed = False
     if gates or getattr(args, "junit", None):
         verdicts = [m.verdict for m in metrics if m.verdict]
-        results = check_gates(gates, evaluation.rows, verdict_fields=verdicts)
+        gate_refusals = bool(getattr(args, "gate_refusals", False))
+        results = check_gates(gates, evaluation.rows, verdict_fields=verdicts, gate_refusals=gate_refusals)
         for result in results:
             lines.append(f"gate {'passed' if result.passed else 'FAILED'}: {result.message}")
         failed = not all(r.passed for r in results)
@@ -254,6 +261,7 @@ def run_command(
                 gates=gates,
                 verdict_fields=verdicts,
                 run_id=evaluation.run_id,
+                gate_refusals=gate_refusals,
             )
             lines.append(f"JUnit XML written to {path}")
     # Error messages and file names in the summary can carry a user's text: no raw escape sequences.

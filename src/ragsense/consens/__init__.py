@@ -24,6 +24,7 @@ from ragsense.consens._calibrate import (
 from ragsense.consens._evidence import FEATURES as EVIDENCE_FEATURES
 from ragsense.consens._evidence import floored, row_features
 from ragsense.consens._math import (
+    RAW_SCORE_MEANINGS,
     STATED_AGGREGATIONS,
     Aggregation,
     consens_from_log_ppl,
@@ -32,13 +33,21 @@ from ragsense.consens._math import (
     log_mean_perplexity,
     support_r,
 )
-from ragsense.consens._metric import ATTRIBUTION_FIELDS, CONSENS_FIELDS, ConSens, attribution_metric
+from ragsense.consens._metric import (
+    ATTRIBUTION_FIELDS,
+    CONSENS_FIELDS,
+    RAW_FIELD,
+    ConSens,
+    attribution_metric,
+    rederived_row,
+)
 from ragsense.consens._prompt import PAPER_TEMPLATE, PromptTemplate
 from ragsense.consens._scorer import (
     ATTRIBUTION_AGGREGATION,
     DEFAULT_AGGREGATION,
     DEFAULT_BANDS,
     GROUNDED_AT,
+    LEGACY_RAW_FIELD,
     NO_CONTEXT_CACHE,
     UNGROUNDED_BELOW,
     DocumentAttribution,
@@ -51,7 +60,14 @@ from ragsense.consens._scorer import (
     verdict,
 )
 from ragsense.consens._select import relevance_windows
-from ragsense.consens._verdicts import BANDS_FORMAT, VERDICTS, Bands, resolve_bands, weakest_words
+from ragsense.consens._verdicts import (
+    BANDS_FORMAT,
+    VERDICTS,
+    Bands,
+    resolve_bands,
+    verdict_of,
+    weakest_words,
+)
 
 __all__ = [
     "ATTRIBUTION_AGGREGATION",
@@ -65,8 +81,11 @@ __all__ = [
     "DEFAULT_TARGET_PRECISION",
     "EVIDENCE_FEATURES",
     "GROUNDED_AT",
+    "LEGACY_RAW_FIELD",
     "NO_CONTEXT_CACHE",
     "PAPER_TEMPLATE",
+    "RAW_FIELD",
+    "RAW_SCORE_MEANINGS",
     "STATED_AGGREGATIONS",
     "UNGROUNDED_BELOW",
     "VERDICTS",
@@ -90,6 +109,7 @@ __all__ = [
     "floored",
     "grounded_edge",
     "log_mean_perplexity",
+    "rederived_row",
     "relevance_windows",
     "resolve_bands",
     "row_features",
@@ -97,5 +117,6 @@ __all__ = [
     "support_r",
     "ungrounded_edge",
     "verdict",
+    "verdict_of",
     "weakest_words",
 ]

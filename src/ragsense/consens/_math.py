@@ -61,6 +61,22 @@ STATED_AGGREGATIONS = (Aggregation.SUPPORT, Aggregation.SUPPORT_COUNT)
 PERPLEXITY_AGGREGATIONS = (Aggregation.ARITHMETIC, Aggregation.GEOMETRIC)
 """The aggregations that average perplexities per condition; the others summarise word contrasts."""
 
+RAW_SCORE_MEANINGS: dict[str, str] = {
+    Aggregation.ARITHMETIC.value: "ln(P_empty / P_context), P the arithmetic mean of word perplexities",
+    Aggregation.GEOMETRIC.value: "ln(P_empty / P_context) = mean word contrast (nats)",
+    Aggregation.MIN_WORD.value: "the least-grounded word's contrast (nats)",
+    Aggregation.Q10.value: "10th percentile of the word contrasts (nats)",
+    Aggregation.Q25.value: "25th percentile of the word contrasts (nats)",
+    Aggregation.TAIL25.value: "mean contrast of the least-grounded quarter of the words (nats)",
+    Aggregation.MEAN_TAIL.value: "(mean contrast + tail25) / 2 (nats)",
+    Aggregation.SHARE.value: "logit of the smoothed share of words the context made more likely",
+    Aggregation.SUPPORT.value: "mean ln P(word supported) (<= 0)",
+    Aggregation.SUPPORT_COUNT.value: "-E, E the expected number of unsupported words",
+}
+"""What ``consens_raw`` (the ``r`` of the formulas above, before it becomes a score in [-1, 1]) holds
+under each aggregation: one line each, as the report labels it. Only ``arithmetic`` and ``geometric``
+make it ``ln(P_empty / P_context)``."""
+
 
 def perplexity_aggregation(aggregation: Aggregation) -> Aggregation:
     """How to report the text perplexities P for a score under ``aggregation``: itself for the two

@@ -11,6 +11,7 @@ from ragsense.consens._math import Aggregation
 from ragsense.consens._prompt import PromptTemplate
 from ragsense.consens._scorer import (
     DEFAULT_AGGREGATION,
+    LEGACY_RAW_FIELD,
     NO_CONTEXT_CACHE,
     GroundingResult,
     GroundingScorer,
@@ -18,15 +19,19 @@ from ragsense.consens._scorer import (
     check_bands,
 )
 from ragsense.consens._select import DEFAULT_CONTEXT_BUDGET, check_context_budget, check_context_policy
-from ragsense.consens._verdicts import VERDICTS, Bands, resolve_bands
-from ragsense.contract import Needs
+from ragsense.consens._verdicts import VERDICTS, Bands, resolve_bands, verdict_of
+from ragsense.contract import REFUSAL, Needs
 from ragsense.data import RagRow
-from ragsense.errors import InputError, ParameterError
+from ragsense.errors import InputError, ParameterError, ResumeError
 from ragsense.models import ModelPool, ModelSpec
+from ragsense.text import is_refusal
+
+RAW_FIELD = "consens_raw"
+"""The aggregation's value before it becomes the score (``RAW_SCORE_MEANINGS`` says what it is)."""
 
 CONSENS_FIELDS = (
     "consens",
-    "r",
+    RAW_FIELD,
     "ppl_context",
     "ppl_empty",
     "aggregation",
@@ -43,6 +48,37 @@ CONSENS_FIELDS = (
     "model",
 )
 ATTRIBUTION_FIELDS = ("attribution", "top_document")
+
+
+def rederived_row(record: Mapping[str, Any], bands: Bands, *, refusal: bool | None = None) -> dict[str, Any]:
+    """A copy of a ConSens output row with its verdict read again from its stored score under
+    ``bands`` (:func:`verdict_of`: ``refusal`` stays one; ``refusal`` given replaces the stored flag),
+    and the field ``r`` of older files renamed ``consens_raw``. A row ConSens did not score (no
+    number in ``consens``) comes back as it was. Bands fitted on another aggregation than the row's
+    raise :class:`~ragsense.errors.ParameterError` (they would mislabel every row).
+
+    >>> row = {"consens": 0.5, "r": -0.4, "aggregation": "support", "refusal": False, "verdict": "unsure"}
+    >>> new = rederived_row(row, Bands("support", grounded_at=0.4, ungrounded_below=0.0))
+    >>> new["verdict"], new["consens_raw"], "r" in new
+    ('grounded', -0.4, False)
+    """
+    score = record.get("consens")
+    if isinstance(score, bool) or not isinstance(score, int | float):
+        return dict(record)
+    try:
+        aggregation = Aggregation(record.get("aggregation", bands.score))
+    except ValueError:
+        raise ParameterError(
+            f"unknown aggregation {record.get('aggregation')!r}", parameter="bands"
+        ) from None
+    check_bands(bands, aggregation)
+    if refusal is None:
+        refusal = record.get("refusal") is True or record.get("verdict") == REFUSAL
+    out = {(RAW_FIELD if k == LEGACY_RAW_FIELD else k): v for k, v in record.items()}
+    if "refusal" in out or refusal:
+        out["refusal"] = refusal
+    out["verdict"] = verdict_of(float(score), refusal, bands)
+    return out
 
 
 class ConSens:
@@ -151,6 +187,21 @@ class ConSens:
             fields["model"] = self._scorer.model.info.name if self._scorer is not None else None
             out.append(fields)
         return out
+
+    def rederive(self, record: Mapping[str, Any], row: RagRow) -> dict[str, Any]:
+        """``record`` (a row an earlier run finished) as this metric would write it now, as far as the
+        stored values decide it without the model (:func:`rederived_row` under this metric's bands,
+        the refusal flag read again from the answer's wording). A resumed run calls it (the contract's
+        ``rederive`` capability), so ``--resume --bands NEW`` gives every row the verdict a fresh run
+        would. A row scored under another aggregation is a :class:`~ragsense.errors.ResumeError`.
+        """
+        try:
+            return rederived_row(record, self.bands, refusal=is_refusal(row.answer or ""))
+        except ParameterError as exc:
+            raise ResumeError(
+                f"cannot resume: row {record.get('_row')}: {exc.reason}; resume with the settings it was "
+                "scored with or use --overwrite"
+            ) from None
 
     async def aclose(self) -> None:
         """Nothing to release: the model belongs to the pool."""

@@ -36,7 +36,7 @@ from ragsense.consens._select import (
     tail_fit,
     tail_selection,
 )
-from ragsense.consens._verdicts import Bands
+from ragsense.consens._verdicts import Bands, verdict_of
 from ragsense.errors import InputError, ParameterError
 from ragsense.models import ContinuationScore, LanguageModel, ScoreRequest, SupportsLogprobs, require
 from ragsense.text import (
@@ -132,6 +132,9 @@ def check_bands(bands: Bands | None, aggregation: Aggregation) -> Bands:
     return bands
 
 
+LEGACY_RAW_FIELD = "r"
+"""``consens_raw``'s name in older output files (read as ``ln(P_empty / P_context)``, which it is not)."""
+
 NoContextCache = OrderedDict[ScoreRequest, ContinuationScore]
 """No-context scores by request; one per model can be shared by every scorer on that model."""
 NO_CONTEXT_CACHE = "consens.no_context"
@@ -172,10 +175,12 @@ class DocumentAttribution:
 
 @dataclass(frozen=True)
 class GroundingResult:
-    """ConSens of one answer. ``consens`` uses ``aggregation``; ``consens_by_aggregation`` has both."""
+    """ConSens of one answer. ``consens`` uses ``aggregation``; ``consens_by_aggregation`` has every one.
+    ``consens_raw``: the aggregation's value before it becomes the score (``RAW_SCORE_MEANINGS``; only
+    ``arithmetic`` and ``geometric`` make it ``ln(P_empty / P_context)``), ``r`` in older files."""
 
     consens: float
-    r: float
+    consens_raw: float
     ppl_context: float | None
     ppl_empty: float | None
     aggregation: str
@@ -199,7 +204,7 @@ class GroundingResult:
 
     def __post_init__(self) -> None:
         if not self.verdict:
-            band = "refusal" if self.refusal else verdict(self.consens, self.aggregation)
+            band = verdict_of(self.consens, self.refusal, default_bands(self.aggregation))
             object.__setattr__(self, "verdict", band)
 
     def to_dict(self) -> dict[str, Any]:
@@ -213,11 +218,14 @@ class GroundingResult:
         >>> r = GroundingResult(0.5, 1.1, 2.0, 6.0, "geometric", {"geometric": 0.5}, [])
         >>> GroundingResult.from_dict(r.to_dict()) == r
         True
+        >>> old = {k: v for k, v in r.to_dict().items() if k != "consens_raw"} | {"r": 1.1}
+        >>> GroundingResult.from_dict(old) == r  # a file written when the field was called ``r``
+        True
         """
         attribution = fields.get("attribution")
         return cls(
             consens=fields["consens"],
-            r=fields["r"],
+            consens_raw=fields["consens_raw"] if "consens_raw" in fields else fields[LEGACY_RAW_FIELD],
             ppl_context=fields["ppl_context"],
             ppl_empty=fields["ppl_empty"],
             aggregation=fields["aggregation"],
@@ -421,7 +429,7 @@ class GroundingScorer:
         kept_words = [plan.selection.kept[k].text for k in usable]
         stated = [plan.vocabulary.states(w) for w in kept_words]
         by_agg = {agg.value: consens_from_word_nll(nll_empty, nll_full, agg, stated) for agg in Aggregation}
-        consens, r = by_agg[self.aggregation.value]
+        consens, raw = by_agg[self.aggregation.value]
         ppl_aggregation = perplexity_aggregation(self.aggregation)
         log_p_empty = log_mean_perplexity(nll_empty, ppl_aggregation)
         log_p_context = log_mean_perplexity(nll_full, ppl_aggregation)
@@ -470,7 +478,7 @@ class GroundingScorer:
             notes.append("no content word left after filtering; scored all words of the answer")
         result = GroundingResult(
             consens=consens,
-            r=r,
+            consens_raw=raw,
             ppl_context=safe_exp(log_p_context),
             ppl_empty=safe_exp(log_p_empty),
             aggregation=self.aggregation.value,
@@ -485,7 +493,7 @@ class GroundingScorer:
             top_document=top,
             notes=notes,
             refusal=plan.refusal,
-            verdict="refusal" if plan.refusal else self.bands.verdict(consens),
+            verdict=verdict_of(consens, plan.refusal, self.bands),
         )
         if not math.isfinite(result.consens):
             raise ValueError("internal error: non-finite ConSens")  # never emit NaN silently

@@ -7,7 +7,9 @@ score between the two band edges is ``unsure`` rather than forced to one side. T
 every command reads back with ``--bands FILE`` (``bands=`` in Python).
 
 An answer that declines to answer from the context (``ragsense.text.is_refusal``) gets ``refusal``
-whatever its score: it states nothing the context could fail to support.
+whatever its score: it states nothing the context could fail to support. :func:`verdict_of` is the
+one verdict rule (the scorer, a resumed run and ``assert_scores(bands=...)`` all call it); how every
+consumer then treats a refusal is the contract's one refusal rule (:data:`ragsense.contract.REFUSAL`).
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragsense.contract import REFUSAL
 from ragsense.errors import OutputExistsError, ParameterError
 
-VERDICTS = ("grounded", "unsure", "ungrounded", "refusal")
+VERDICTS = ("grounded", "unsure", "ungrounded", REFUSAL)
 """Every verdict the grounding score gives."""
 
 BANDS_FORMAT = "ragsense.bands/1"
@@ -168,6 +171,17 @@ class Bands:
         except ValueError as exc:  # not JSON, or an integer of more digits than Python converts
             raise ParameterError(f"bands file {path} is not JSON: {exc}", parameter="bands") from None
         return cls.from_dict(data, where=f"bands file {path}")
+
+
+def verdict_of(score: float, refusal: bool, bands: Bands) -> str:
+    """The one verdict rule: ``refusal`` for an answer that declines to answer, else the band of
+    ``score`` under ``bands``.
+
+    >>> b = Bands("support", grounded_at=0.83, ungrounded_below=-0.23)
+    >>> verdict_of(-0.61, True, b), verdict_of(-0.61, False, b), verdict_of(0.9, False, b)
+    ('refusal', 'ungrounded', 'grounded')
+    """
+    return REFUSAL if refusal else bands.verdict(score)
 
 
 def resolve_bands(bands: Bands | str | Path | None, default: Bands | None = None) -> Bands | None:

@@ -12,6 +12,8 @@ It sits on its own floor, above the model layer (a metric sets itself up from a
 
 from ragsense.contract._contract import (
     INPUT,
+    REDERIVE_HOOK,
+    REFUSAL,
     ROW_FIELDS,
     ErrorRecord,
     Metric,
@@ -19,6 +21,19 @@ from ragsense.contract._contract import (
     RowOutcome,
     RunItem,
     Step,
+    is_refusal_row,
 )
 
-__all__ = ["INPUT", "ROW_FIELDS", "ErrorRecord", "Metric", "Needs", "RowOutcome", "RunItem", "Step"]
+__all__ = [
+    "INPUT",
+    "REDERIVE_HOOK",
+    "REFUSAL",
+    "ROW_FIELDS",
+    "ErrorRecord",
+    "Metric",
+    "Needs",
+    "RowOutcome",
+    "RunItem",
+    "Step",
+    "is_refusal_row",
+]

@@ -28,6 +28,27 @@ ROW_FIELDS = ("question", "contexts", "answer", "reference")
 INPUT = "input"
 """The ``metric`` of an error that no metric caused: the row itself could not be read."""
 
+REFUSAL = "refusal"
+"""The verdict of an answer that declines to answer from its context ("the documents do not say").
+
+**The one refusal rule** (docs/metrics.md, "Refusals"), which every consumer follows through
+:func:`is_refusal_row`: a refusal is its own class. It is counted in the verdict shares (so
+``--max-share refusal=0.1`` gates how often the system declines) but states nothing the context could
+fail to support, so its score says nothing about grounding: it is left out of every score mean (the
+summary, ``--fail-under``, the report's means) and passes every per-row score threshold (JUnit rows,
+the guard's ``passed``, ``assert_grounded``, the framework evaluators), unless the user asks to gate
+refusals too (``--gate-refusals``, ``gate_refusals=True``). The report lists refusals in their own table,
+not among the worst rows."""
+
+
+def is_refusal_row(row: Mapping[str, Any], verdict_fields: Sequence[str] = ("verdict",)) -> bool:
+    """Whether ``row`` is a refusal: one of its ``verdict_fields`` is :data:`REFUSAL`.
+
+    >>> is_refusal_row({"consens": -0.61, "verdict": "refusal"}), is_refusal_row({"verdict": "unsure"})
+    (True, False)
+    """
+    return any(row.get(f) == REFUSAL for f in verdict_fields)
+
 
 @dataclass(frozen=True)
 class Needs:
@@ -110,6 +131,14 @@ class Metric(Step, Protocol):
     async def aclose(self) -> None:
         """Release what :meth:`setup` opened that the pool does not own (judge caches, files)."""
         ...
+
+
+REDERIVE_HOOK = "rederive"
+"""The optional capability a metric may add: ``rederive(record, row) -> {field: value}``, the fields of
+a finished ``record`` that follow from its stored values and the metric's current settings without a
+model (ConSens: the verdict from the stored score under the current bands and refusal rule). A resumed
+run calls it on every row it takes from the earlier output, so a resume with other bands gives the
+verdicts a fresh run would, and scores nothing again."""
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragsense.contract import Metric
+from ragsense.contract import Metric, is_refusal_row
 from ragsense.data import require_module
 from ragsense.evaluation._outputs import check_output, save_rows
 from ragsense.evaluation._runner import RunStats
@@ -96,6 +96,9 @@ class MetricSummary:
     ``verdict_shares``: per verdict value, its share of the scored rows with a verdict and the share's
     95% Wilson interval (``{"share", "low", "high", "n", "count"}``, :func:`ragsense.stats.share_ci`).
     A summary leads with these: a mean can look fine while most rows are ``ungrounded``.
+
+    ``refusals``: scored rows that are refusals (:func:`ragsense.contract.is_refusal_row`): counted in
+    the verdict shares, left out of the score means (the one refusal rule, docs/metrics.md).
     """
 
     name: str
@@ -104,11 +107,13 @@ class MetricSummary:
     scores: dict[str, ScoreSummary] = field(default_factory=dict)
     verdicts: dict[str, int] = field(default_factory=dict)
     verdict_shares: dict[str, Share] = field(default_factory=dict)
+    refusals: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "n": self.n,
             "errors": self.errors,
+            "refusals": self.refusals,
             "verdict_shares": {k: dict(v) for k, v in self.verdict_shares.items()},
             "scores": {k: {"n": s.n, "mean": s.mean, "ci95": list(s.ci95)} for k, s in self.scores.items()},
             "verdicts": dict(self.verdicts),
@@ -157,6 +162,8 @@ class Summary:
             parts = [f"{m.name}: n={m.n}"]
             for key, s in m.scores.items():
                 parts.append(f"{key} {s.mean:+.3f} [{s.ci95[0]:+.3f}, {s.ci95[1]:+.3f}]")
+            if m.refusals:
+                parts.append(f"{m.refusals} refusal(s) left out of the means")
             if m.errors:
                 parts.append(f"errors {m.errors}")
             lines.append("  " + "; ".join(parts))
@@ -184,7 +191,9 @@ def summarize(rows: Sequence[Mapping[str, Any]], metrics: Sequence[MetricInfo], 
     """Per metric: rows it scored, its errors, verdict counts and shares (95% Wilson intervals), each
     score's mean with its 95% bootstrap interval.
 
-    Three of five rows ``ungrounded`` while the mean clears 0.02, the case a mean gate lets through:
+    A refusal row counts in the verdict shares and is left out of every score mean (the one refusal
+    rule, :data:`ragsense.contract.REFUSAL`). Three of five rows ``ungrounded`` while the mean clears
+    0.02, the case a mean gate lets through:
 
     >>> info = MetricInfo("consens", ("consens", "verdict"), ("consens",), "verdict", {},
     ...                   verdict_values=("grounded", "unsure", "ungrounded", "refusal"))
@@ -207,16 +216,18 @@ def summarize(rows: Sequence[Mapping[str, Any]], metrics: Sequence[MetricInfo], 
                     (int(row.get("_row", index)), str(e.get("metric")), e.get("field"), str(e.get("message")))
                 )
     out: dict[str, MetricSummary] = {}
+    verdict_fields = [m.verdict for m in metrics if m.verdict]
     for info in metrics:
         failed = [
             any(e.get("metric") in (info.name, "input", "output") for e in errs) for errs in per_row_errors
         ]
         scored = [r for r, bad in zip(rows, failed, strict=True) if not bad]
+        judged = [r for r in scored if not is_refusal_row(r, verdict_fields)]
         scores: dict[str, ScoreSummary] = {}
         for key in info.scores:
             values = [
                 float(r[key])
-                for r in scored
+                for r in judged
                 if isinstance(r.get(key), int | float) and not isinstance(r.get(key), bool)
             ]
             if values:
@@ -228,7 +239,9 @@ def summarize(rows: Sequence[Mapping[str, Any]], metrics: Sequence[MetricInfo], 
             given = [str(r[info.verdict]) for r in scored if r.get(info.verdict) is not None]
             verdicts = dict(sorted(Counter(given).items()))
             shares = shares_of(given, info.verdict_values) if given else {}
-        out[info.name] = MetricSummary(info.name, len(scored), sum(failed), scores, verdicts, shares)
+        out[info.name] = MetricSummary(
+            info.name, len(scored), sum(failed), scores, verdicts, shares, len(scored) - len(judged)
+        )
     return Summary(
         n_rows=len(rows),
         n_resumed=stats.n_resumed,

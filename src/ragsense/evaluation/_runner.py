@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from tqdm import tqdm
 
-from ragsense.contract import INPUT, ErrorRecord, RowOutcome, RunItem, Step
+from ragsense.contract import INPUT, REDERIVE_HOOK, ErrorRecord, RowOutcome, RunItem, Step
 from ragsense.data import JsonlWriter, RowError, dumps_json
 from ragsense.errors import OutputExistsError, ParameterError, RagsenseError, ResumeError
 
@@ -174,6 +174,14 @@ async def run_rows(
                 done, changed = _previous_chunk(previous, start, chunk, path, metrics)
                 stats.n_input_changed += changed
                 if done is not None:
+                    rederived = _rederived(done, chunk, metrics)
+                    if rederived != done and not appending:
+                        # A verdict (or a field's name) changed under this run's settings: the file
+                        # must say what the run returns, so it is rewritten from this chunk on.
+                        _cut_back(path, previous, keep_below=start)
+                        writer = JsonlWriter(path, append=True)
+                        appending = True
+                    done = rederived
                     kept = [without_fingerprint(r) for r in done]
                     if appending and writer is not None:
                         writer.write_batch(done)
@@ -356,6 +364,26 @@ def _previous_chunk(
 
 def _has_error(record: Mapping[str, Any]) -> bool:
     return bool(record.get("errors")) or record.get("error") is not None
+
+
+def _rederived(
+    records: list[dict[str, Any]], chunk: Sequence[RunItem], metrics: Sequence[Step]
+) -> list[dict[str, Any]]:
+    """Finished records as this run's metrics would write them without a model: each metric with the
+    ``rederive`` capability (:data:`~ragsense.contract.REDERIVE_HOOK`; ConSens re-reads its verdict
+    under the current bands) updates the rows it scored. Rows it failed on keep their error."""
+    hooks = [(m.name, hook) for m in metrics if callable(hook := getattr(m, REDERIVE_HOOK, None))]
+    if not hooks:
+        return records
+    out = []
+    for record, item in zip(records, chunk, strict=True):
+        if not isinstance(item, RowError):
+            failed = {e.get("metric") for e in record.get("errors") or [] if isinstance(e, Mapping)}
+            for name, hook in hooks:
+                if name not in failed:
+                    record = dict(hook(record, item))
+        out.append(record)
+    return out
 
 
 def _finish_resume(path: Path, previous: _Previous, *, n_rows: int) -> None:

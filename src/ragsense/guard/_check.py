@@ -18,6 +18,7 @@ from typing import Any
 
 from ragsense._async import run_sync
 from ragsense.consens import GROUNDED_AT, Bands, ConSens, weakest_words
+from ragsense.contract import is_refusal_row
 from ragsense.data import RagRow
 from ragsense.errors import ParameterError
 from ragsense.evaluation import Metric, run_rows
@@ -65,9 +66,10 @@ def shape_result(record: Mapping[str, Any], row_id: str, min_consens: float, wea
     """One row's result: the runner's record without the input texts, plus the policy's fields."""
     deciding = [e for e in record["errors"] if e["metric"] in _DECIDING]
     consens = record.get("consens")
-    # A refusal ("the documents do not say ...") states nothing the context could fail to support: it
-    # passes, whatever its score; blocking it would only replace one non-answer with another.
-    refusal = record.get("verdict") == "refusal"
+    # The one refusal rule (ragsense.contract.REFUSAL): a refusal ("the documents do not say ...")
+    # states nothing the context could fail to support, so no score threshold applies to it and it
+    # passes; blocking it would only replace one non-answer with another.
+    refusal = is_refusal_row(record)
     passed = not deciding and isinstance(consens, float) and (refusal or consens >= min_consens)
     fields = {k: v for k, v in record.items() if k not in _INPUT_FIELDS}
     return {

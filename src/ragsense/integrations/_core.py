@@ -15,15 +15,16 @@ from types import ModuleType
 from typing import Any
 
 from ragsense.consens import DEFAULT_AGGREGATION, Aggregation, Bands, ConSens, weakest_words
+from ragsense.contract import REFUSAL, is_refusal_row
 from ragsense.errors import BackendUnavailableError
 from ragsense.evaluation import aevaluate, evaluate
 from ragsense.models import ModelSpec
 
 WEAKEST = 5
 """How many answer words a judgement's feedback names (those the context helped least)."""
-PASSING_VERDICTS = frozenset({"grounded", "refusal"})
+PASSING_VERDICTS = frozenset({"grounded", REFUSAL})
 """Verdicts that pass when no ``min_consens`` is given: a refusal states nothing the context could fail
-to support (as in ``ragsense guard``)."""
+to support (the one refusal rule, :data:`ragsense.contract.REFUSAL`, as in ``ragsense guard``)."""
 
 # Frameworks' own usage reporting, switched off before they are imported: ragsense runs offline, and
 # DeepEval's and Haystack's are on by default (docs/integrations.md lists them).
@@ -135,7 +136,7 @@ class Scorer:
         if self.min_consens is None:
             passing = verdict in PASSING_VERDICTS
         else:
-            passing = verdict == "refusal" or score >= self.min_consens
+            passing = is_refusal_row(record) or score >= self.min_consens
         return Judgement(score, verdict, passing, weakest, feedback_of(verdict, score, weakest), dict(record))
 
 

@@ -17,13 +17,15 @@ p     the row's position in the input (``_row``)
 q, a  question and answer (``qn``, ``an``: the full length when the text was cut)
 d     the row's documents, as indices into ``docs``
 s, v  the score values and verdicts, in the order of the head's ``scores`` and ``verdicts``
+rf    1 when the row is a refusal (:func:`ragsense.contract.is_refusal_row` over those verdicts): the
+      page lists refusals in their own table, not among the rows ranked worst first
 e     errors: ``[metric, field, message]``
 w     scored words, flat: ``gap, length, nll_context, nll_empty`` per word (offsets into the answer,
       ``gap`` from the previous word's end; NLLs in thousandths of a nat); ``wn``: words left out;
       ``ws``: the positions (among ``w``'s words) of the words the context states
-c     ConSens details: ``r``, ``pc``/``pe`` (perplexity with/without context), ``g`` (aggregation),
-      ``ba`` (score by aggregation), ``fb`` (fallback), ``tr``/``td`` (context truncated, tokens
-      dropped), ``n`` (notes), ``m`` (model)
+c     ConSens details: ``r`` (``consens_raw``; ``r`` in older files), ``pc``/``pe`` (perplexity
+      with/without context), ``g`` (aggregation), ``ba`` (score by aggregation), ``fb`` (fallback),
+      ``tr``/``td`` (context truncated, tokens dropped), ``n`` (notes), ``m`` (model)
 t, tp leave-one-out attribution ``[document, drop, consens_without, truncated]`` and ``top_document``
 ve    VERA: ``j`` judge, ``sp`` splitter, ``rt`` retrieval ``[required, confidence]``, ``st`` steps
       (``k`` step, ``sc`` score, ``lb`` labels, ``dc`` decisions ``[keep, label index, confidence,
@@ -49,7 +51,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragsense.consens import ATTRIBUTION_FIELDS, CONSENS_FIELDS
+from ragsense.consens import ATTRIBUTION_FIELDS, CONSENS_FIELDS, LEGACY_RAW_FIELD, RAW_FIELD
+from ragsense.contract import is_refusal_row
 from ragsense.report._summary import row_errors, row_key
 from ragsense.report._texts import ReportLimits, cut, fair_cap, milli, round4, short_text
 
@@ -59,6 +62,7 @@ CONTEXT_FIELDS = ("contexts", "retrieved_contexts")
 # ConSens's fields are drawn by the score table and the word view (its verdict stays in the table).
 SHOWN_ELSEWHERE = frozenset(
     {*QUESTION_FIELDS, *ANSWER_FIELDS, *CONTEXT_FIELDS, "id", "_row", "errors", "error", "vera"}
+    | {LEGACY_RAW_FIELD}  # an older file's name for consens_raw, drawn in the ConSens details
     | (set(CONSENS_FIELDS) - {"consens", "verdict"})
     | set(ATTRIBUTION_FIELDS)
 )
@@ -155,6 +159,7 @@ class _Builder:
             "d": [self.docs.setdefault(doc, len(self.docs)) for doc in documents],
             "s": [round4(row.get(name)) for name in scores],
             "v": [None if row.get(name) is None else str(row.get(name)) for name in verdicts],
+            "rf": 1 if is_refusal_row(row, verdicts) else None,
             "e": [
                 [e.get("metric"), e.get("field"), self.text(str(e.get("message", "")))]
                 for e in row_errors(row)
@@ -168,7 +173,7 @@ class _Builder:
             view["ws"] = [k for k, w in enumerate(drawn) if w.get("stated") is True] or None
         view["c"] = _compact(
             {
-                "r": round4(row.get("r")),
+                "r": round4(row.get(RAW_FIELD, row.get(LEGACY_RAW_FIELD))),
                 "pc": round4(row.get("ppl_context")),
                 "pe": round4(row.get("ppl_empty")),
                 "g": row.get("aggregation"),

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsense._version import __version__
+from ragsense.consens import RAW_SCORE_MEANINGS
 from ragsense.report._data import build_payload, row_keys
 from ragsense.report._fit import Report, fit_page
 from ragsense.report._summary import comparison_info, run_info, score_columns, verdict_columns
@@ -40,6 +41,8 @@ def build_report(
         "runs": [run_info(r, rs) for r, rs in pairs],
         "scores": scores,
         "verdicts": verdicts,
+        # What the ConSens detail's raw value holds under each aggregation (its label in a row view).
+        "raw_meanings": RAW_SCORE_MEANINGS,
     }
     if other is not None:
         if comparison is None:

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragsense.consens import Aggregation, default_bands
+from ragsense.contract import is_refusal_row
 from ragsense.report._texts import round4
 from ragsense.runs import Comparison, StoredRun
 from ragsense.stats import mean_ci
@@ -72,16 +73,19 @@ def row_errors(row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def summary_from_rows(run: StoredRun, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Per metric n, errors, means with 95% bootstrap intervals and verdict counts, computed from the stored
-    rows by the rule ``Evaluation.summary`` uses (for a run that has no stored summary)."""
+    rows by the rule ``Evaluation.summary`` uses (for a run that has no stored summary): refusals
+    counted in the verdicts and left out of the means (the one refusal rule, ragsense.contract)."""
     per_row = [row_errors(r) for r in rows]
+    verdict_fields = [str(m["verdict"]) for m in run.metrics if m.get("verdict")]
     out: dict[str, Any] = {}
     for metric in run.metrics:
         name = str(metric.get("name"))
         failed = [any(e.get("metric") in (name, "input", "output") for e in errs) for errs in per_row]
         scored = [r for r, bad in zip(rows, failed, strict=True) if not bad]
+        judged = [r for r in scored if not is_refusal_row(r, verdict_fields)]
         scores: dict[str, Any] = {}
         for key in metric.get("scores", []):
-            values = [x for r in scored if (x := number(r.get(key))) is not None]
+            values = [x for r in judged if (x := number(r.get(key))) is not None]
             if values:
                 mean, low, high = mean_ci(values)
                 scores[str(key)] = {"n": len(values), "mean": mean, "ci95": [low, high]}
@@ -90,7 +94,13 @@ def summary_from_rows(run: StoredRun, rows: Sequence[Mapping[str, Any]]) -> dict
         if field:
             counts = Counter(str(r[field]) for r in scored if r.get(field) is not None)
             verdicts = dict(sorted(counts.items()))
-        out[name] = {"n": len(scored), "errors": sum(failed), "scores": scores, "verdicts": verdicts}
+        out[name] = {
+            "n": len(scored),
+            "errors": sum(failed),
+            "refusals": len(scored) - len(judged),
+            "scores": scores,
+            "verdicts": verdicts,
+        }
     return out
 
 
@@ -108,6 +118,7 @@ def _round_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
         out[str(name)] = {
             "n": m.get("n"),
             "errors": m.get("errors"),
+            "refusals": m.get("refusals") or 0,
             "scores": scores,
             "verdicts": dict(m.get("verdicts") or {}),
         }

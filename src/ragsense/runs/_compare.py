@@ -5,7 +5,9 @@ compared on the rows they share, and the comparison says how many. The differenc
 95% interval is a paired percentile bootstrap of the mean difference (:func:`ragsense.stats.mean_ci`
 of the per-row differences: rows are resampled as pairs; 2,000 draws, seed 0), so it stays inside the
 range of the differences; its p-value is Wilcoxon's signed-rank test (two-sided), and a row counts as
-better or worse when its score moved by more than ``tolerance``.
+better or worse when its score moved by more than ``tolerance``. A row that is a refusal in either run
+is left out of the score comparisons and counted in the verdict changes (the one refusal rule,
+:data:`ragsense.contract.REFUSAL`).
 
 >>> a = [{"id": str(i), "consens": 0.1 * i} for i in range(10)]
 >>> b = [{"id": str(i), "consens": 0.1 * i + 0.05} for i in range(10)]
@@ -20,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragsense.contract import is_refusal_row
 from ragsense.runs._store import RunStore
 from ragsense.stats import MEAN_CI_RESAMPLES, mean_ci, wilcoxon_signed_rank
 
@@ -137,16 +140,28 @@ def compare_rows(
     tolerance: float = DEFAULT_TOLERANCE,
     bootstrap: int = MEAN_CI_RESAMPLES,
 ) -> Comparison:
-    """Compare ``scores`` (and ``verdicts``) of two runs' rows, paired by row id."""
+    """Compare ``scores`` (and ``verdicts``) of two runs' rows, paired by row id.
+
+    >>> a = [{"id": "x", "consens": 0.2, "verdict": "unsure"},
+    ...      {"id": "y", "consens": -0.6, "verdict": "refusal"}]
+    >>> b = [{"id": k, "consens": 0.9, "verdict": "grounded"} for k in "xy"]
+    >>> c = compare_rows(a, b, ["consens"], ["verdict"])
+    >>> c.scores[0].n, c.verdicts[0].n_changed
+    (1, 2)
+    """
     index_a = {_key(r, k): r for k, r in enumerate(rows_a)}
     index_b = {_key(r, k): r for k, r in enumerate(rows_b)}
     shared = [key for key in index_a if key in index_b]
+    fields = list(verdicts) or ["verdict"]
+    judged = [
+        k for k in shared if not (is_refusal_row(index_a[k], fields) or is_refusal_row(index_b[k], fields))
+    ]
     out: list[ScoreComparison] = []
     changes: list[RowChange] = []
     for score in scores:
         pairs = [
             (key, x, y)
-            for key in shared
+            for key in judged
             if (x := score_value(index_a[key].get(score))) is not None
             and (y := score_value(index_b[key].get(score))) is not None
         ]

@@ -9,6 +9,11 @@ its floor while most rows are bad, since a few high scores make up for them: wit
 0.95, 0.9, -0.25, -0.3 and -0.35 the mean is +0.19, over the 0.1 floor, and three of the five are
 ``ungrounded``. A gate with no row to judge fails: an empty run proves nothing.
 
+Refusals follow the one refusal rule (:data:`ragsense.contract.REFUSAL`, docs/metrics.md): a
+``--max-share`` gate counts them like any verdict (``--max-share refusal=0.1`` caps them), while a
+``--fail-under`` mean leaves them out and a JUnit row that is a refusal passes its score floor, unless
+``gate_refusals`` (``--gate-refusals``) asks to judge their scores too.
+
 Each result carries a 95% interval, so a gate passed on five rows reads as what it is: a verdict
 share's Wilson interval (``0 of 5 ungrounded`` is ``0% [0%, 43%]``), a mean's bootstrap interval.
 The gate itself compares the observed share or mean with its limit.
@@ -33,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ragsense.contract import is_refusal_row
 from ragsense.errors import RagsenseError
 from ragsense.runs._compare import score_value as _number
 from ragsense.stats import format_share, mean_ci, share_ci
@@ -133,14 +139,33 @@ def _has_errors(row: Mapping[str, Any]) -> bool:
     return bool(row.get("errors")) or row.get("error") is not None
 
 
+def _score_judged(row: Mapping[str, Any], verdict_fields: Sequence[str], gate_refusals: bool) -> bool:
+    """Whether a score gate judges this row's scores: every row but a refusal, unless refusals are gated."""
+    return gate_refusals or not is_refusal_row(row, verdict_fields)
+
+
 def check_gates(
-    gates: Sequence[Gate], rows: Sequence[Mapping[str, Any]], *, verdict_fields: Sequence[str]
+    gates: Sequence[Gate],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    verdict_fields: Sequence[str],
+    gate_refusals: bool = False,
 ) -> list[GateResult]:
-    """Judge each gate on the run's rows."""
+    """Judge each gate on the run's rows; a mean leaves refusals out unless ``gate_refusals``.
+
+    >>> rows = [{"consens": 0.9, "verdict": "grounded"}, {"consens": -0.61, "verdict": "refusal"}]
+    >>> [r.value for r in check_gates([Gate("mean", "consens", 0.5)], rows, verdict_fields=["verdict"])]
+    [0.9]
+    """
     results: list[GateResult] = []
     for gate in gates:
         if gate.kind == "mean":
-            values = [v for r in rows if (v := _number(r.get(gate.name))) is not None]
+            values = [
+                v
+                for r in rows
+                if (v := _number(r.get(gate.name))) is not None
+                and _score_judged(r, verdict_fields, gate_refusals)
+            ]
             if not values:
                 results.append(GateResult(gate, False, None, 0, f"no row has a {gate.name} score"))
                 continue
@@ -183,13 +208,30 @@ def check_gates(
     return results
 
 
-def row_failures(row: Mapping[str, Any], gates: Sequence[Gate], verdict_fields: Sequence[str]) -> list[str]:
+def row_failures(
+    row: Mapping[str, Any],
+    gates: Sequence[Gate],
+    verdict_fields: Sequence[str],
+    *,
+    gate_refusals: bool = False,
+) -> list[str]:
     """Why one row fails the gates taken row by row (a score under its floor, a gated verdict, an
-    error); empty when it passes."""
+    error); empty when it passes. A refusal's score is not held to a floor unless ``gate_refusals``.
+
+    >>> gates = parse_gates(fail_under="consens=0.5")
+    >>> row_failures({"consens": -0.61, "verdict": "refusal", "errors": []}, gates, ["verdict"])
+    []
+    >>> row_failures({"consens": -0.61, "verdict": "refusal", "errors": []}, gates, ["verdict"],
+    ...              gate_refusals=True)
+    ['consens -0.6100 < 0.5']
+    """
     reasons = [
         f"{e.get('metric')}: {e.get('field') or '-'}: {e.get('message')}" for e in row.get("errors") or []
     ]
+    judged = _score_judged(row, verdict_fields, gate_refusals)
     for gate in gates:
+        if gate.kind == "mean" and not judged:
+            continue
         if gate.kind == "mean":
             value = _number(row.get(gate.name))
             if value is not None and value < gate.limit:
@@ -215,6 +257,7 @@ def write_junit(
     gates: Sequence[Gate] = (),
     verdict_fields: Sequence[str] = (),
     run_id: str | None = None,
+    gate_refusals: bool = False,
 ) -> Path:
     """A JUnit XML file: a ``ragsense.gates`` suite with one test case per gate, and with ``rows`` a
     ``ragsense.rows`` suite with one test case per row (failing as :func:`row_failures` says)."""
@@ -239,7 +282,7 @@ def write_junit(
         else:
             ET.SubElement(case, "system-out").text = _xml(result.message)
     if rows is not None:
-        failing = [row_failures(r, gates, verdict_fields) for r in rows]
+        failing = [row_failures(r, gates, verdict_fields, gate_refusals=gate_refusals) for r in rows]
         row_suite = ET.SubElement(
             root,
             "testsuite",

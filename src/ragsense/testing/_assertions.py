@@ -126,9 +126,10 @@ def assert_grounded(
     default: the pytest session's ``--ragsense-bands`` / ini ``ragsense_bands`` under the plugin, else
     the default bands of ``aggregation``, ``ragsense.consens.default_bands``); given bands also set the
     aggregation when ``aggregation`` is not given. ``min_consens`` defaults to the bands' lower edge of
-    ``grounded``, so by default the verdict must be ``grounded``. ``model`` defaults to the pytest
-    session's ``--ragsense-model`` (ini ``ragsense_model``) under the plugin, else ragsense's default
-    model (``smollm2-135m``); models are loaded once per process.
+    ``grounded``, so by default the verdict must be ``grounded``; a ``refusal`` passes whatever its
+    score (the one refusal rule, docs/metrics.md). ``model`` defaults to the pytest session's
+    ``--ragsense-model`` (ini ``ragsense_model``) under the plugin, else ragsense's default model
+    (``smollm2-135m``); models are loaded once per process.
 
     Returns the scored output row (``consens``, ``verdict``, ``words``, ... as in docs/metrics.md).
     On failure raises :class:`GroundingAssertionError` whose message has the score, threshold and
@@ -152,6 +153,7 @@ def assert_grounded(
     """
     __tracebackhide__ = True  # pytest shows the test's line and the message, not this function
     from ragsense.consens import ConSens
+    from ragsense.contract import is_refusal_row
 
     # One string is one document; any other iterable is read once here (a generator would be spent).
     docs: Any = [contexts] if isinstance(contexts, str) else contexts
@@ -164,7 +166,8 @@ def assert_grounded(
     threshold = metric.bands.grounded_at if min_consens is None else min_consens
     _check_number(threshold, "min_consens", low=-1.0, high=1.0)
     row = _score_one(question, docs, answer, metric)
-    if float(row["consens"]) >= threshold:
+    # The one refusal rule (ragsense.contract.REFUSAL): no score threshold applies to a refusal.
+    if is_refusal_row(row) or float(row["consens"]) >= threshold:
         return row
     if explain and isinstance(docs, Sequence) and len(docs) >= 2:
         row = _score_one(question, docs, answer, ConSens(model, attribution=True, bands=chosen, **options))
@@ -177,6 +180,7 @@ def assert_scores(
     *,
     max_share: Mapping[str, float] | None = None,
     bands: Bands | str | os.PathLike[str] | None = None,
+    gate_refusals: bool = False,
     **min_means: float,
 ) -> dict[str, float]:
     """Assert that no verdict is more common than allowed and that each named score's mean is high
@@ -196,7 +200,9 @@ def assert_scores(
     ``min_means``: output field = minimum mean, for any metric's numeric field (``consens=0.1``,
     ``response_adherence=0.8``; a boolean field such as ``correct`` counts as 0/1, so its mean is a
     share). Every row must have a value: a row that the field's metric could not score fails the
-    assertion, as does a row with no verdict when a share is checked.
+    assertion, as does a row with no verdict when a share is checked. A refusal is left out of the
+    means (and counted in the shares), by the one refusal rule (docs/metrics.md, "Refusals"), unless
+    ``gate_refusals=True``.
 
     Returns each observed value: a mean per score, a share per verdict. Raises
     :class:`ScoreAssertionError` listing every failed check with the share and its 95% Wilson
@@ -218,6 +224,7 @@ def assert_scores(
         row r4: verdict ungrounded, consens -0.350
     """
     __tracebackhide__ = True
+    from ragsense.contract import is_refusal_row
     from ragsense.runs import ERRORS, Gate, check_gates
 
     rows = _rows_of(result)
@@ -260,17 +267,16 @@ def assert_scores(
             if gate.value is not None:
                 observed[gate.gate.name] = gate.value
             if not gate.passed:
+                name = gate.gate.name
                 culprits = [
                     i
-                    for i, row in enumerate(rows)
-                    if (
-                        row.get("errors")
-                        if gate.gate.name == ERRORS
-                        else _has_verdict(row, fields, gate.gate.name)
-                    )
+                    for i, r in enumerate(rows)
+                    if (r.get("errors") if name == ERRORS else _has_verdict(r, fields, name))
                 ]
                 problems.append(gate.message + _row_lines(rows, culprits, fields))
     means: dict[str, float | None] = {}
+    # The one refusal rule: a refusal is left out of every mean unless asked for (gate_refusals).
+    refusal = [not gate_refusals and is_refusal_row(r, fields or ["verdict"]) for r in rows]
     for name, minimum in min_means.items():
         if not any(name in row for row in rows):
             available = sorted({k for row in rows for k, v in row.items() if _is_number(v)})
@@ -278,7 +284,7 @@ def assert_scores(
                 f"no row has a field {name!r} (was its metric run?); numeric fields: {', '.join(available)}",
                 parameter=name,
             )
-        values = [float(row[name]) for row in rows if _is_number(row.get(name))]
+        values = [float(r[name]) for i, r in enumerate(rows) if not refusal[i] and _is_number(r.get(name))]
         missing = [i for i, row in enumerate(rows) if not _is_number(row.get(name))]
         mean = math.fsum(values) / len(values) if values else None
         means[name] = mean
@@ -287,7 +293,7 @@ def assert_scores(
         if missing:
             problems.append(_not_scored(name, rows, missing, f"{name} is null"))
         elif mean is not None and mean < minimum:
-            low = [i for i, row in enumerate(rows) if float(row[name]) < minimum]
+            low = [i for i, row in enumerate(rows) if not refusal[i] and float(row[name]) < minimum]
             problems.append(
                 f"{name}: mean {mean:+.3f} < {minimum:+.3f} ({_plural(len(values), 'row')})"
                 + _row_lines(rows, low, fields, name)
@@ -312,8 +318,9 @@ def _bands_of(bands: Bands | str | os.PathLike[str]) -> Bands:
 
 
 def _with_bands(rows: list[Mapping[str, Any]], bands: Bands) -> list[Mapping[str, Any]]:
-    """Copies of the rows with each ConSens verdict read again from its score under ``bands``."""
-    from ragsense.consens import Aggregation, check_bands
+    """Copies of the rows with each ConSens verdict read again from its score under ``bands`` (the one
+    verdict rule, ``ragsense.consens.rederived_row``: a refusal stays one)."""
+    from ragsense.consens import rederived_row
 
     if not any(_is_number(r.get("consens")) and r.get("verdict") is not None for r in rows):
         raise ParameterError(
@@ -321,18 +328,10 @@ def _with_bands(rows: list[Mapping[str, Any]], bands: Bands) -> list[Mapping[str
         )
     out: list[Mapping[str, Any]] = []
     for index, row in enumerate(rows):
-        if row.get("verdict") in (None, "refusal") or not _is_number(row.get("consens")):
-            out.append(row)  # a refusal is decided by the answer's words, not by the bands
-            continue
         try:
-            aggregation = Aggregation(row.get("aggregation", bands.score))
-        except ValueError:
-            raise ParameterError(
-                f"row {_row_id(row, index)} has an unknown aggregation {row.get('aggregation')!r}",
-                parameter="bands",
-            ) from None
-        check_bands(bands, aggregation)  # bands fitted on another score would mislabel every row
-        out.append({**row, "verdict": bands.verdict(float(row["consens"]))})
+            out.append(row if row.get("verdict") is None else rederived_row(row, bands))
+        except ParameterError as exc:
+            raise ParameterError(f"row {_row_id(row, index)}: {exc.reason}", parameter="bands") from None
     return out
 
 

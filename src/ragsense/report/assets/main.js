@@ -90,6 +90,8 @@ function applyFilters() {
       if (x == null || x < lo || x > hi) return false;
     }
     if (vIndex != null && e.verdict(vIndex) !== vValue) return false;
+    // Refusals are listed apart (renderRefusals), unless the verdict filter asks for them.
+    if (e.refusal && vValue !== "refusal") return false;
     if (STATE.errors === "with" && !e.errors) return false;
     if (STATE.errors === "without" && e.errors) return false;
     if (STATE.change && !e.change(STATE.change)) return false;
@@ -159,9 +161,11 @@ function renderTable() {
     h("td", {class: "num" + (e.errors ? " err-count" : " faint"), text: String(e.errors)})));
   $("rows-table").tBodies[0].replaceChildren(...body);
   const n = FILTERED.length, pages = Math.max(1, Math.ceil(n / STATE.size));
+  const apart = ENTRIES.filter((e) => e.refusal).length;
   $("count").textContent = n ? "Showing " + fmtInt(start + 1) + "–" + fmtInt(start + page.length) +
     " of " + fmtInt(n) + " rows" + (n < ENTRIES.length ? " matching the filters (" + fmtInt(ENTRIES.length) +
-    " in all)" : "") : "No row matches the filters.";
+    " in all)" : "") + (apart ? "; " + fmtInt(apart) + " refusal(s) listed apart, below" : "")
+    : "No row matches the filters.";
   $("pager").replaceChildren(
     h("button", {class: "btn", id: "prev-page", disabled: STATE.page === 0,
       onclick: () => { STATE.page--; renderTable(); }}, "‹ Previous"),
@@ -171,6 +175,29 @@ function renderTable() {
     h("span", {class: "spacer"}),
     h("label", {class: "muted"}, "Rows per page ", select("f-size", [25, 50, 100, 200].map((x) => [x, x]),
       STATE.size, (v) => { STATE.size = +v; STATE.page = 0; renderTable(); })));
+}
+
+// Refusals: answers that decline to answer. Their score says nothing about grounding, so they are
+// not ranked among the worst rows; they are listed here (docs/metrics.md, "Refusals").
+function renderRefusals() {
+  const list = ENTRIES.filter((e) => e.refusal);
+  const section = $("refusals");
+  section.hidden = !list.length;
+  if (!list.length) return;
+  const rows = list.map((e) => {
+    const v = e.views[e.views.length - 1];
+    return h("tr", {tabindex: 0, "data-key": e.key, onclick: () => openRow(e),
+      onkeydown: (ev) => { if (ev.key === "Enter") openRow(e); }},
+    h("td", {class: "num faint", text: String(e.pos)}), h("td", null, h("code", {text: e.key})),
+    h("td", {class: "q"}, h("span", {class: "clip", text: e.q})),
+    h("td", {class: "q"}, h("span", {class: "clip", text: v?.a || ""})));
+  });
+  section.replaceChildren(h("h2", {text: "Refusals (" + fmtInt(list.length) + ")"}),
+    h("p", {class: "muted", text: "Answers that decline to answer from the context: counted in the " +
+      "verdict shares, left out of the score means and of the table above."}),
+    h("div", {class: "table-wrap"}, h("table", {id: "refusals-table"},
+      h("thead", null, h("tr", null, ["#", "id", "question", "answer"].map((t) => h("th", {text: t})))),
+      h("tbody", null, rows))));
 }
 
 function refresh() {
@@ -255,6 +282,7 @@ function resetFilters() {
     errors: "", change: "", text: ""});
   renderFilters();
   refresh();
+  renderRefusals();
 }
 
 function filterTo(si, lo, hi, r) {
@@ -307,6 +335,7 @@ function makeEntries(data) {
       return a == null || b == null ? null : b - a;
     };
     e.verdict = (i) => { const v = views[views.length - 1]; return v ? v.v[i] : null; };
+    e.refusal = Boolean(views[views.length - 1]?.rf);  // marked by the one refusal rule (Python side)
     let hay = null;
     e.haystack = () => (hay = hay || (e.key + "\n" + e.q + "\n" + views.map((v) => (v ? v.a || "" : ""))
       .join("\n")).toLowerCase());
@@ -333,6 +362,7 @@ async function main() {
   renderHistograms();
   renderFilters();
   refresh();
+  renderRefusals();
   renderPolicy();
   window.__ragsense = {ready: performance.now(), rows: ENTRIES.length};
   document.documentElement.setAttribute("data-ready", "1");

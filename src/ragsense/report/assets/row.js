@@ -337,7 +337,11 @@ function consensView(view) {
   if (!c) return null;
   const by = c.ba ? h("details", null, h("summary", {text: "ConSens under every aggregation"}),
     kv(Object.entries(c.ba).map(([k, x]) => [k, fmtSigned(x)]))) : null;
-  return h("div", null, kv([["r = ln(P_empty / P_context)", c.r == null ? null : fmt(c.r, 3)],
+  // consens_raw is ln(P_empty / P_context) only under the perplexity means; its label says what it is.
+  const raw = "raw score: " + (META.raw_meanings?.[c.g] || "the aggregation's value");
+  const ratio = c.pc > 0 && c.pe > 0 ? Math.log(c.pe / c.pc) : null;
+  return h("div", null, kv([[raw, c.r == null ? null : fmt(c.r, 3)],
+    ["ln(P_empty / P_context)", ratio == null ? null : fmt(ratio, 3)],
     ["perplexity with context", c.pc == null ? null : fmt(c.pc, 2)],
     ["perplexity without context", c.pe == null ? null : fmt(c.pe, 2)],
     ["aggregation", c.g], ["fallback", c.fb], ["model", c.m],

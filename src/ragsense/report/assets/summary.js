@@ -45,10 +45,12 @@ function metricsTable(run) {
         h("td", {text: i ? "" : m.name}),
         h("td", null, score ? h("code", {text: score}) : h("span", {class: "faint", text: "—"})),
         h("td", {class: "num", text: i ? "" : fmtInt(s.n)}),
-        h("td", {class: "num", text: sc ? fmtScore(sc.mean, score) : "—"}),
+        h("td", {class: "num", text: sc ? fmtScore(sc.mean, score) : "—",
+          title: s.refusals ? fmtInt(s.refusals) + " refusal(s) left out of the mean" : null}),
         h("td", {class: "num ci", text: sc ? "[" + fmtScore(sc.ci95[0], score) + ", " +
           fmtScore(sc.ci95[1], score) + "]" : "—"}),
-        h("td", null, i ? "" : verdictChips(s.verdicts)),
+        h("td", null, i ? "" : [verdictChips(s.verdicts), s.refusals ? h("div", {class: "muted",
+          text: "refusals left out of the means"}) : null]),
         h("td", {class: "num" + (s.errors ? " err-count" : ""), text: i ? "" : fmtInt(s.errors)})));
     });
   }
