@@ -23,8 +23,17 @@ from ragsense.consens._calibrate import (
 )
 from ragsense.consens._evidence import FEATURES as EVIDENCE_FEATURES
 from ragsense.consens._evidence import floored, row_features
+from ragsense.consens._learned import FEATURES as LEARNED_FEATURES
+from ragsense.consens._learned import (
+    LEARNED_FORMAT,
+    LearnedVerdict,
+    learned_features,
+    learned_score,
+    learned_verdict,
+)
 from ragsense.consens._math import (
     STATED_AGGREGATIONS,
+    WORD_AGGREGATIONS,
     Aggregation,
     consens_from_log_ppl,
     consens_from_word_nll,
@@ -65,17 +74,21 @@ __all__ = [
     "DEFAULT_TARGET_PRECISION",
     "EVIDENCE_FEATURES",
     "GROUNDED_AT",
+    "LEARNED_FEATURES",
+    "LEARNED_FORMAT",
     "NO_CONTEXT_CACHE",
     "PAPER_TEMPLATE",
     "STATED_AGGREGATIONS",
     "UNGROUNDED_BELOW",
     "VERDICTS",
+    "WORD_AGGREGATIONS",
     "Aggregation",
     "Bands",
     "ConSens",
     "DocumentAttribution",
     "GroundingResult",
     "GroundingScorer",
+    "LearnedVerdict",
     "NoContextCache",
     "PromptTemplate",
     "WordDetail",
@@ -89,6 +102,9 @@ __all__ = [
     "expected_unsupported",
     "floored",
     "grounded_edge",
+    "learned_features",
+    "learned_score",
+    "learned_verdict",
     "log_mean_perplexity",
     "relevance_windows",
     "resolve_bands",

@@ -19,7 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ragsense.consens._learned import learned_score, learned_score_without
 from ragsense.consens._math import (
+    WORD_AGGREGATIONS,
     Aggregation,
     consens_from_word_nll,
     log_mean_perplexity,
@@ -70,6 +72,7 @@ _DEFAULT_EDGES: dict[Aggregation, tuple[float, float]] = {
     Aggregation.SHARE: (0.50, 0.50),
     Aggregation.SUPPORT: (0.83, -0.23),
     Aggregation.SUPPORT_COUNT: (0.56, -0.61),  # rule 3 of papers/consens/grounding_default.py
+    Aggregation.LEARNED: (0.0, 0.0),  # learned_verdict.json "fit" "bands" (papers/consens/learned_verdict.py)
 }
 DEFAULT_BANDS: dict[Aggregation, Bands] = {
     agg: Bands(agg.value, grounded_at=g, ungrounded_below=u, origin="default")
@@ -246,8 +249,9 @@ class _Plan:
     context: Selection
     vocabulary: ContextVocabulary  # of the context as scored (after truncation)
     refusal: bool
-    # Per left-out document: the request, whether it was truncated, and the words of what is left.
-    leave_one_out: list[tuple[ScoreRequest, bool, ContextVocabulary]] = field(default_factory=list)
+    answer: str
+    # Per left-out document: the request, whether it was truncated, the words of what is left, its text.
+    leave_one_out: list[tuple[ScoreRequest, bool, ContextVocabulary, str]] = field(default_factory=list)
 
 
 class GroundingScorer:
@@ -309,7 +313,7 @@ class GroundingScorer:
                 if plan.empty not in self._empty_cache:
                     wanted[plan.empty] = None
                 wanted[plan.full] = None
-                wanted.update((req, None) for req, _, _ in plan.leave_one_out)
+                wanted.update((req, None) for req, *_ in plan.leave_one_out)
         requests = list(wanted)
         scored = dict(zip(requests, await self.model.score(requests), strict=True)) if requests else {}
         for plan in plans:
@@ -359,7 +363,7 @@ class GroundingScorer:
         prompt, splits = self.template.render_split(question, parts, chosen.context)
         full = ScoreRequest(prompt, continuation, splits)
         vocabulary = ContextVocabulary([chosen.context])
-        plan = _Plan(selection, empty, full, chosen, vocabulary, is_refusal(answer))
+        plan = _Plan(selection, empty, full, chosen, vocabulary, is_refusal(answer), answer)
         if attribution and len(chosen.parts) > 1:
             # Leave-one-out over the kept documents only: the others were not read (the row lists them).
             for k in range(len(parts)):
@@ -371,6 +375,7 @@ class GroundingScorer:
                         ScoreRequest(prompt, continuation, splits),
                         rest_dropped > 0,
                         ContextVocabulary([rest_fit]),
+                        rest_fit,
                     )
                 )
         return plan
@@ -403,7 +408,7 @@ class GroundingScorer:
     ) -> GroundingResult:
         if not plan.selection.kept:
             raise ValueError("the answer has no words to score (only punctuation or symbols)")
-        conditions = [empty, scored[plan.full]] + [scored[req] for req, _, _ in plan.leave_one_out]
+        conditions = [empty, scored[plan.full]] + [scored[req] for req, *_ in plan.leave_one_out]
         alignments = [self._kept_tokens(plan, score) for score in conditions]
         # A word can own no token when a token spans two words ("06:30" as one token for the words
         # "06" and "30"): the token goes to the first word only, so the second cannot be scored on its
@@ -420,8 +425,7 @@ class GroundingScorer:
         loo_nll = [nll(score, a) for score, a in zip(conditions[2:], alignments[2:], strict=True)]
         kept_words = [plan.selection.kept[k].text for k in usable]
         stated = [plan.vocabulary.states(w) for w in kept_words]
-        by_agg = {agg.value: consens_from_word_nll(nll_empty, nll_full, agg, stated) for agg in Aggregation}
-        consens, r = by_agg[self.aggregation.value]
+        by_agg = {a.value: consens_from_word_nll(nll_empty, nll_full, a, stated) for a in WORD_AGGREGATIONS}
         ppl_aggregation = perplexity_aggregation(self.aggregation)
         log_p_empty = log_mean_perplexity(nll_empty, ppl_aggregation)
         log_p_context = log_mean_perplexity(nll_full, ppl_aggregation)
@@ -441,18 +445,22 @@ class GroundingScorer:
                 [plan.selection.kept[k] for k in usable], nll_full, nll_empty, stated, strict=True
             )
         ]
-        attribution = None
-        top = None
+        by_agg[Aggregation.LEARNED.value] = learned_score(words, plan.answer, [t for _, t in plan.context.parts])
+        consens, r = by_agg[self.aggregation.value]
+        attribution, top = None, None
         if plan.leave_one_out:
             attribution = []
-            for k, ((_, truncated, rest), nll_without) in enumerate(
+            for k, ((_, truncated, rest, rest_text), nll_without) in enumerate(
                 zip(plan.leave_one_out, loo_nll, strict=True)
             ):
                 stated_without = [rest.states(w) for w in kept_words]
                 without = {
                     agg.value: consens_from_word_nll(nll_empty, nll_without, agg, stated_without)[0]
-                    for agg in Aggregation
+                    for agg in WORD_AGGREGATIONS
                 }
+                without[Aggregation.LEARNED.value] = learned_score_without(
+                    words, nll_without, stated_without, plan.answer, [rest_text]
+                )
                 own = without[ATTRIBUTION_AGGREGATION.value]
                 full = by_agg[ATTRIBUTION_AGGREGATION.value][0]
                 index = plan.context.parts[k][0]
