@@ -24,6 +24,7 @@ import gzip
 import json
 import math
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +66,7 @@ FAMILY = {
 }
 SUBSETS = {"halueval_matched", "qa_matched"}  # subsets of another set: reported, never trained on
 NOT_ANSWER_LEVEL = {"pubmedqa"}  # its two texts share one answer: no bands from it (rule 5')
+FEATURE_SECONDS: list[float] = []  # per row, the time learned_features took (the speed rule)
 BASELINES = ("answer_length", "lexical_support", "similarity_whole", "similarity_max_chunk")
 
 
@@ -106,13 +108,16 @@ def _item(
 ) -> Item:
     words = _words(result, contexts)
     stated = [w.stated for w in words]
+    started = time.perf_counter()
+    features = learned_features(words, answer, contexts)
+    FEATURE_SECONDS.append(time.perf_counter() - started)
     return Item(
         id=ident,
         set=name,
         group=group,
         dev=dev,
         label=label,
-        features=learned_features(words, answer, contexts),
+        features=features,
         baselines={
             "answer_length": -float(len(answer.split())),
             "lexical_support": -sum(not s for s in stated) / len(stated),
@@ -369,13 +374,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     if args.from_features:
-        items = [Item(**rec) for rec in _records(args.from_features)]
+        fields = set(Item.__dataclass_fields__)
+        items = [Item(**{k: v for k, v in rec.items() if k in fields}) for rec in _records(args.from_features)]
     else:
         items = reused_sets(args.results) + new_sets(args.table)
-    if args.features:
-        with gzip.open(args.features, "wt", encoding="utf-8") as fh:
-            for it in items:
-                fh.write(json.dumps(it.__dict__, allow_nan=False) + "\n")
     dev = _sets(items, dev=True)
     candidates: dict[str, Any] = {}
     lodo_by: dict[str, dict[str, float]] = {}
@@ -400,6 +402,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for name, rows in _sets(items, dev=is_dev).items()
         if name not in SUBSETS
     }
+    if args.features:
+        with gzip.open(args.features, "wt", encoding="utf-8") as fh:
+            for it in items:
+                scores = {"learned_lodo": lodo_by[chosen][it.id], "learned_shipped": shipped.score(it.features)}
+                fh.write(json.dumps({**it.__dict__, **scores}, allow_nan=False) + "\n")
     counts = {name: {"dev": sum(1 for r in items if r.set == name and r.dev), "report": sum(1 for r in items if r.set == name and not r.dev)} for name in FAMILY}
     figures = {
         "preregistered": PREREGISTERED,
@@ -412,6 +419,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "report": rep,
         "verdicts": band_fig,
         "rule_met": all(v["passes"] for v in rep.values()),
+        "feature_ms_per_row": round(1000 * float(np.mean(FEATURE_SECONDS)), 2) if FEATURE_SECONDS else None,
         "coefficients": dict(zip(LEARNED_FEATURES, [round(c, 4) for c in shipped.coef], strict=True)),
     }
     if args.model_out:

@@ -72,7 +72,7 @@ _DEFAULT_EDGES: dict[Aggregation, tuple[float, float]] = {
     Aggregation.SHARE: (0.50, 0.50),
     Aggregation.SUPPORT: (0.83, -0.23),
     Aggregation.SUPPORT_COUNT: (0.56, -0.61),  # rule 3 of papers/consens/grounding_default.py
-    Aggregation.LEARNED: (0.0, 0.0),  # learned_verdict.json "fit" "bands" (papers/consens/learned_verdict.py)
+    Aggregation.LEARNED: (0.52, -0.74),  # learned_verdict.json "fit" "bands" (papers/consens/learned_verdict.py)
 }
 DEFAULT_BANDS: dict[Aggregation, Bands] = {
     agg: Bands(agg.value, grounded_at=g, ungrounded_below=u, origin="default")

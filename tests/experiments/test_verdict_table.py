@@ -1,0 +1,37 @@
+"""The issue-36 table (experiments/_verdict.py): the pre-registered sizes, a fixed order, and halves by
+document, so no document's rows straddle the split; the committed pass rows are the table's."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from ragsense.experiments import verdict_table
+from ragsense.experiments._verdict import PLAN, is_dev
+
+
+def test_the_half_is_the_documents_sha256_parity() -> None:
+    # sha256("a") starts ca978112 (even), sha256("c") 2e7d2c03 (odd).
+    assert (is_dev("a"), is_dev("c")) == (True, False)
+
+PASS = Path(__file__).resolve().parents[2] / "docs" / "results" / "consens" / "verdict"
+
+
+def test_the_table_is_the_preregistered_one(shared_data: Path) -> None:
+    table = verdict_table(str(shared_data))
+    assert verdict_table(str(shared_data)) == table  # deterministic
+    sizes = {name: n for name, n in PLAN}
+    for name, rows in table.items():
+        pairs = name != "summedits"
+        assert len(rows) == (2 * sizes[name] if pairs else 5 * sizes[name])
+        halves: dict[str, set[bool]] = {}
+        for r in rows:
+            halves.setdefault(r.contexts[0], set()).add(r.dev)
+        assert all(len(h) == 1 for h in halves.values())  # a document's rows on one side
+        assert {r.label for r in rows} == {0, 1} and len({r.id for r in rows}) == len(rows)
+        # The committed pass scored a prefix of the table's fixed order, nothing else.
+        done = PASS / f"verdict-{name}.jsonl.gz"
+        if done.exists():
+            ids = [json.loads(line)["id"] for line in gzip.open(done, "rt", encoding="utf-8")]
+            assert ids == [r.id for r in rows[: len(ids)]]
