@@ -1,6 +1,6 @@
 """Markdown tables of the learned verdict's figures (docs/results.md, "A learned verdict (issue 36)").
 
-    python -m papers.consens.learned_tables docs/results/consens/learned_verdict.json
+python -m papers.consens.learned_tables docs/results/consens/learned_verdict.json
 """
 
 from __future__ import annotations
@@ -38,6 +38,10 @@ def _cell(c: dict[str, Any] | None) -> str:
     return f"{c['auroc']:.3f} [{lo:.2f}, {hi:.2f}]"
 
 
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
 def tables(fig: dict[str, Any]) -> str:
     rep = fig["report"]
     sets = [s for s in NAMES if s in rep]
@@ -60,23 +64,18 @@ def tables(fig: dict[str, Any]) -> str:
         )
         + " |"
     )
+    delongs = (
+        ("LODO - best baseline", "delong_lodo_vs_best"),
+        ("LODO - `support`", "delong_lodo_vs_support"),
+    )
+    for label, key in delongs:
+        cells = [f"{rep[s][key]['difference']:+.3f} (p {rep[s][key]['p_value']:.2g})" for s in sets]
+        lines.append(f"| {label} (DeLong p) | " + " | ".join(cells) + " |")
     lines.append(
-        "| LODO - best baseline (DeLong p) | "
-        + " | ".join(
-            f"{rep[s]['delong_lodo_vs_best']['difference']:+.3f} (p {rep[s]['delong_lodo_vs_best']['p_value']:.2g})"
-            for s in sets
-        )
+        "| passes the rule (+0.02, both) | "
+        + " | ".join("yes" if rep[s]["passes"] else "no" for s in sets)
         + " |"
     )
-    lines.append(
-        "| LODO - `support` (DeLong p) | "
-        + " | ".join(
-            f"{rep[s]['delong_lodo_vs_support']['difference']:+.3f} (p {rep[s]['delong_lodo_vs_support']['p_value']:.2g})"
-            for s in sets
-        )
-        + " |"
-    )
-    lines.append("| passes the rule (+0.02, both) | " + " | ".join("yes" if rep[s]["passes"] else "no" for s in sets) + " |")
     out = ["**Report halves: AUROC [95% CI]**", "", *lines, ""]
     cand = fig["candidates"]
     dev_sets = list(cand["logistic"]["dev_margins"])
@@ -95,14 +94,19 @@ def tables(fig: dict[str, Any]) -> str:
         )
     out.append("")
     if "summedits" in rep and "by_domain" in rep["summedits"]:
-        out += ["**SummEdits report half by domain (AUROC; small: read as a hint)**", "", "| domain | n | learned (LODO) | lexical support |", "|---|---|---|---|"]
+        out += [
+            "**SummEdits report half by domain (AUROC; small: read as a hint)**",
+            "",
+            "| domain | n | learned (LODO) | lexical support |",
+            "|---|---|---|---|",
+        ]
         for d, v in rep["summedits"]["by_domain"].items():
-            f = (lambda x: "-" if x is None else f"{x:.3f}")
-            out.append(f"| {d} | {v['n']} | {f(v['learned_lodo'])} | {f(v['lexical_support'])} |")
+            out.append(f"| {d} | {v['n']} | {_num(v['learned_lodo'])} | {_num(v['lexical_support'])} |")
         out.append("")
     b = fig["bands"]
     out += [
-        f"**Verdicts of the shipped model: `grounded` >= {b['grounded_at']}, `ungrounded` < {b['ungrounded_below']}**",
+        f"**Verdicts of the shipped model: `grounded` >= {b['grounded_at']}, "
+        f"`ungrounded` < {b['ungrounded_below']}**",
         "",
         "| set (half) | `grounded` precision | coverage | `ungrounded` precision | coverage | `unsure` |",
         "|---|---|---|---|---|---|",
@@ -119,8 +123,13 @@ def tables(fig: dict[str, Any]) -> str:
             return f"{x['precision']:.2f} [{lo:.2f}, {hi:.2f}]"
 
         name, half = key.rsplit(" (", 1)
-        out.append(f"| {NAMES.get(name, name)} ({half} | {p(g)} | {g['coverage']:.2f} | {p(u)} | {u['coverage']:.2f} | {v['unsure_share']:.2f} |")
-    out += ["", "Coefficients (standardised features): " + ", ".join(f"`{k}` {v:+.3f}" for k, v in fig["coefficients"].items() if v)]
+        cells = [p(g), f"{g['coverage']:.2f}", p(u), f"{u['coverage']:.2f}", f"{v['unsure_share']:.2f}"]
+        out.append(f"| {NAMES.get(name, name)} ({half} | " + " | ".join(cells) + " |")
+    out += [
+        "",
+        "Coefficients (standardised features): "
+        + ", ".join(f"`{k}` {v:+.3f}" for k, v in fig["coefficients"].items() if v),
+    ]
     return "\n".join(out)
 
 

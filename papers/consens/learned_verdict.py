@@ -13,7 +13,8 @@ baselines (MiniLM similarity is embedded here for the new sets), and writes:
 * ``--out``: the figures (the last output line too); ``--tables`` prints them as Markdown.
 
     python -m papers.consens.learned_verdict --results docs/results/consens/smollm2-135m \\
-        --table docs/results/consens/verdict --features docs/results/consens/verdict/features-smollm2-135m.jsonl.gz \\
+        --table docs/results/consens/verdict \\
+        --features docs/results/consens/verdict/features-smollm2-135m.jsonl.gz \\
         --model-out src/ragsense/consens/learned_verdict.json --out docs/results/consens/learned_verdict.json
 """
 
@@ -96,15 +97,30 @@ def _words(result: dict[str, Any], contexts: Sequence[str]) -> list[WordDetail]:
     vocab = ContextVocabulary(contexts)
     return [
         WordDetail(
-            w["word"], w["start"], w["end"], None, None, w["nll_context"], w["nll_empty"], vocab.states(w["word"])
+            w["word"],
+            w["start"],
+            w["end"],
+            None,
+            None,
+            w["nll_context"],
+            w["nll_empty"],
+            vocab.states(w["word"]),
         )
         for w in result["words"]
     ]
 
 
 def _item(
-    name: str, ident: str, group: str, dev: bool, label: int, result: dict[str, Any], answer: str,
-    contexts: Sequence[str], similarity: dict[str, float], domain: str = "",
+    name: str,
+    ident: str,
+    group: str,
+    dev: bool,
+    label: int,
+    result: dict[str, Any],
+    answer: str,
+    contexts: Sequence[str],
+    similarity: dict[str, float],
+    domain: str = "",
 ) -> Item:
     words = _words(result, contexts)
     stated = [w.stated for w in words]
@@ -137,21 +153,48 @@ def _sim(rec: dict[str, Any], key: str) -> dict[str, float]:
 
 
 def reused_sets(results: Path) -> list[Item]:
-    """WikiEval, HaluEval-dev (+ matched pairs), PubMedQA, FaithBench from the committed outputs (rule 2's halves)."""
+    """WikiEval, HaluEval-dev (+ matched pairs), PubMedQA and FaithBench from the committed outputs,
+    with rule 2's halves."""
     items: list[Item] = []
     wiki = {it.id: it for it in load_wikieval()}
     for i, rec in enumerate(_records(results / "consens-wikieval.jsonl.gz")):
         it = wiki[rec["id"]]
-        for key, label, answer in (("grounded", 1, it.grounded_answer), ("ungrounded", 0, it.ungrounded_answer)):
+        for key, label, answer in (
+            ("grounded", 1, it.grounded_answer),
+            ("ungrounded", 0, it.ungrounded_answer),
+        ):
             items.append(
-                _item("wikieval", f"w{i}-{label}", f"w{i}", i < 25, label, rec[key], answer, it.context_v1, _sim(rec, key))
+                _item(
+                    "wikieval",
+                    f"w{i}-{label}",
+                    f"w{i}",
+                    i < 25,
+                    label,
+                    rec[key],
+                    answer,
+                    it.context_v1,
+                    _sim(rec, key),
+                )
             )
     halu = {it.id: it for it in load_halueval()}
     for i, rec in enumerate(_records(results / "consens-halueval.jsonl.gz")):
         it = halu[rec["id"]]
         pair = [
-            _item("halueval", f"h{i}-{label}", f"h{i}", i < 100, label, rec[key], answer, [it.knowledge], _sim(rec, key))
-            for key, label, answer in (("right", 1, it.right_answer), ("hallucinated", 0, it.hallucinated_answer))
+            _item(
+                "halueval",
+                f"h{i}-{label}",
+                f"h{i}",
+                i < 100,
+                label,
+                rec[key],
+                answer,
+                [it.knowledge],
+                _sim(rec, key),
+            )
+            for key, label, answer in (
+                ("right", 1, it.right_answer),
+                ("hallucinated", 0, it.hallucinated_answer),
+            )
         ]
         items.extend(pair)
         if abs(len(it.right_answer.split()) - len(it.hallucinated_answer.split())) <= 2:
@@ -164,13 +207,33 @@ def reused_sets(results: Path) -> list[Item]:
         assert partial is not None
         for key, label, ctx in (("full", 1, it.contexts), ("partial", 0, partial)):
             items.append(
-                _item("pubmedqa", f"p{i}-{label}", f"p{i}", i < len(recs) // 2, label, rec[key], it.long_answer, ctx, _sim(rec, key))
+                _item(
+                    "pubmedqa",
+                    f"p{i}-{label}",
+                    f"p{i}",
+                    i < len(recs) // 2,
+                    label,
+                    rec[key],
+                    it.long_answer,
+                    ctx,
+                    _sim(rec, key),
+                )
             )
     fb = {it.id: it for it in load_faithbench()}
     for rec in _records(results / "consens-faithbench.jsonl.gz"):
         it = fb[rec["id"]]
         sim = {m: rec[f"similarity_{m}"] for m in MODES}
-        item = _item("faithbench", it.id, f"f{it.passage}", it.passage % 2 == 0, it.label, rec["result"], it.summary, [it.source], sim)
+        item = _item(
+            "faithbench",
+            it.id,
+            f"f{it.passage}",
+            it.passage % 2 == 0,
+            it.label,
+            rec["result"],
+            it.summary,
+            [it.source],
+            sim,
+        )
         item.extra["hhem-2.1"] = it.detectors.get("hhem-2.1")
         items.append(item)
     return items
@@ -190,7 +253,9 @@ def new_sets(table: Path) -> list[Item]:
     embedder = load_embedder("minilm", cache=True)
     texts = [rows[rec["id"]] for _, rec in scored]
     sims = {
-        m: answer_context_similarity([r.answer for r in texts], ["\n\n".join(r.contexts) for r in texts], embedder, mode=m)  # type: ignore[arg-type]
+        m: answer_context_similarity(
+            [r.answer for r in texts], ["\n\n".join(r.contexts) for r in texts], embedder, mode=m
+        )  # type: ignore[arg-type]
         for m in MODES
     }
     items = []
@@ -199,7 +264,18 @@ def new_sets(table: Path) -> list[Item]:
         contexts = [row.contexts[i] for i in kept]
         domain = row.set.split("/", 1)[1] if "/" in row.set else ""
         items.append(
-            _item(name, row.id, row.group, row.dev, row.label, rec["result"], row.answer, contexts, {m: sims[m][k] for m in MODES}, domain)
+            _item(
+                name,
+                row.id,
+                row.group,
+                row.dev,
+                row.label,
+                rec["result"],
+                row.answer,
+                contexts,
+                {m: sims[m][k] for m in MODES},
+                domain,
+            )
         )
     # Length-matched pairs of the QA rows (answers within two words), as for HaluEval-dev.
     by_group: dict[str, list[Item]] = {}
@@ -207,7 +283,10 @@ def new_sets(table: Path) -> list[Item]:
         if it.set == "qa":
             by_group.setdefault(it.group, []).append(it)
     for pair in by_group.values():
-        if len(pair) == 2 and abs(pair[0].baselines["answer_length"] - pair[1].baselines["answer_length"]) <= 2:
+        if (
+            len(pair) == 2
+            and abs(pair[0].baselines["answer_length"] - pair[1].baselines["answer_length"]) <= 2
+        ):
             items.extend(Item(**{**p.__dict__, "set": "qa_matched"}) for p in pair)
     return items
 
@@ -217,7 +296,7 @@ def new_sets(table: Path) -> list[Item]:
 ORIENTATION = [1.0] * len(LEARNED_FEATURES)  # every feature is defined so that larger = more grounded
 
 
-def fit(items: Sequence[Item], *, monotone: bool) -> LearnedVerdict:
+def fit(items: Sequence[Item], *, monotone: bool, reader: str = "smollm2-135m") -> LearnedVerdict:
     """L2 logistic (C = 1) on standardised features, each training set weighing the same, classes
     balanced; ``monotone``: coefficients >= 0 (L-BFGS-B on the same penalised loss)."""
     from scipy.optimize import minimize
@@ -253,7 +332,7 @@ def fit(items: Sequence[Item], *, monotone: bool) -> LearnedVerdict:
         scale=scale.tolist(),
         coef=theta[:-1].tolist(),
         intercept=float(theta[-1]),
-        reader="smollm2-135m",
+        reader=reader,
     )
 
 
@@ -262,8 +341,10 @@ def _train(items: Sequence[Item], leave_out: str | None = None) -> list[Item]:
 
 
 def _auc(rows: Sequence[Item], values: Sequence[float]) -> float:
-    return roc_auc([v for v, r in zip(values, rows, strict=True) if r.label == 1],
-                   [v for v, r in zip(values, rows, strict=True) if r.label == 0])
+    return roc_auc(
+        [v for v, r in zip(values, rows, strict=True) if r.label == 1],
+        [v for v, r in zip(values, rows, strict=True) if r.label == 0],
+    )
 
 
 def _best_baseline(rows: Sequence[Item]) -> tuple[str, float]:
@@ -293,7 +374,9 @@ def lodo_scores(items: Sequence[Item], monotone: bool) -> dict[str, float]:
 
 def choose_bands(rows: dict[str, list[Item]], score: Callable[[Item], float]) -> tuple[float, float]:
     """Rule 5': balanced precision averaged over the answer-level sets' development halves."""
-    scored = {k: [(score(r), r.label) for r in v] for k, v in rows.items() if k not in NOT_ANSWER_LEVEL | SUBSETS}
+    scored = {
+        k: [(score(r), r.label) for r in v] for k, v in rows.items() if k not in NOT_ANSWER_LEVEL | SUBSETS
+    }
     candidates = sorted({round(s, 2) for v in scored.values() for s, _ in v} | {-1.0, 1.0})
 
     def balanced(t: float, grounded: bool) -> float:
@@ -301,8 +384,12 @@ def choose_bands(rows: dict[str, list[Item]], score: Callable[[Item], float]) ->
         for values in scored.values():
             pos = [s for s, y in values if y == 1]
             neg = [s for s, y in values if y == 0]
-            hit = sum((s >= t) if grounded else (s < t) for s in (pos if grounded else neg)) / len(pos if grounded else neg)
-            miss = sum((s >= t) if grounded else (s < t) for s in (neg if grounded else pos)) / len(neg if grounded else pos)
+            hit = sum((s >= t) if grounded else (s < t) for s in (pos if grounded else neg)) / len(
+                pos if grounded else neg
+            )
+            miss = sum((s >= t) if grounded else (s < t) for s in (neg if grounded else pos)) / len(
+                neg if grounded else pos
+            )
             out.append(hit / (hit + miss) if hit + miss else 1.0)
         return float(np.mean(out))
 
@@ -328,10 +415,8 @@ def report(items: Sequence[Item], lodo: dict[str, float], shipped: LearnedVerdic
         if name == "pubmedqa":
             baselines["context_length"] = _cell(rows, [r.baselines["context_length"] for r in rows])
         lodo_auc, shipped_auc = _auc(rows, lo), _auc(rows, sh)
-        by_id = {r.id: i for i, r in enumerate(rows)}
-
-        def values(v: Sequence[float]) -> Callable[[Item], float]:
-            return lambda r: v[by_id[r.id]]
+        lodo_of: Callable[[Item], float] = lambda r, lodo=lodo: lodo[r.id]  # noqa: E731
+        best_of: Callable[[Item], float] = lambda r, best=best: r.baselines[best]  # noqa: E731
 
         out[name] = {
             "n": len(rows),
@@ -343,18 +428,29 @@ def report(items: Sequence[Item], lodo: dict[str, float], shipped: LearnedVerdic
             "best_baseline": best,
             "margin_lodo": round(lodo_auc - best_auc, 4),
             "margin_shipped": round(shipped_auc - best_auc, 4),
-            "delong_lodo_vs_best": _delong(rows, values(lo), lambda r: r.baselines[best]),
-            "delong_lodo_vs_support": _delong(rows, values(lo), lambda r: r.support),
+            "delong_lodo_vs_best": _delong(rows, lodo_of, best_of),
+            "delong_lodo_vs_support": _delong(rows, lodo_of, lambda r: r.support),
             "passes": lodo_auc - best_auc >= MARGIN and shipped_auc - best_auc >= MARGIN,
         }
         if name == "summedits":
             out[name]["by_domain"] = {
                 d: {
                     "n": sum(r.domain == d for r in rows),
-                    "learned_lodo": round(_auc([r for r in rows if r.domain == d], [lodo[r.id] for r in rows if r.domain == d]), 4)
-                    if len({r.label for r in rows if r.domain == d}) == 2 else None,
-                    "lexical_support": round(_auc([r for r in rows if r.domain == d], [r.baselines["lexical_support"] for r in rows if r.domain == d]), 4)
-                    if len({r.label for r in rows if r.domain == d}) == 2 else None,
+                    "learned_lodo": round(
+                        _auc([r for r in rows if r.domain == d], [lodo[r.id] for r in rows if r.domain == d]),
+                        4,
+                    )
+                    if len({r.label for r in rows if r.domain == d}) == 2
+                    else None,
+                    "lexical_support": round(
+                        _auc(
+                            [r for r in rows if r.domain == d],
+                            [r.baselines["lexical_support"] for r in rows if r.domain == d],
+                        ),
+                        4,
+                    )
+                    if len({r.label for r in rows if r.domain == d}) == 2
+                    else None,
                 }
                 for d in sorted({r.domain for r in rows})
             }
@@ -370,12 +466,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--table", type=Path, default=Path("docs/results/consens/verdict"))
     p.add_argument("--features", type=Path, help="write every row's features here (.jsonl.gz)")
     p.add_argument("--from-features", type=Path, help="read the rows' features from this file instead")
+    p.add_argument(
+        "--reader", default="smollm2-135m", help="the model whose outputs --results and --table hold"
+    )
     p.add_argument("--model-out", type=Path)
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     if args.from_features:
         fields = set(Item.__dataclass_fields__)
-        items = [Item(**{k: v for k, v in rec.items() if k in fields}) for rec in _records(args.from_features)]
+        items = [
+            Item(**{k: v for k, v in rec.items() if k in fields}) for rec in _records(args.from_features)
+        ]
     else:
         items = reused_sets(args.results) + new_sets(args.table)
     dev = _sets(items, dev=True)
@@ -389,11 +490,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         candidates[name] = {
             "dev_margins": margins,
             "smallest_margin": min(margins.values()),
-            "mean_dev_auroc": round(float(np.mean([_auc(rows, [lodo[r.id] for r in rows]) for rows in dev.values()])), 4),
+            "mean_dev_auroc": round(
+                float(np.mean([_auc(rows, [lodo[r.id] for r in rows]) for rows in dev.values()])), 4
+            ),
         }
     a, b = candidates["logistic"]["smallest_margin"], candidates["monotone"]["smallest_margin"]
     chosen = "monotone" if b > a + TIE else "logistic"
-    shipped = fit(_train(items), monotone=chosen == "monotone")
+    shipped = fit(_train(items), monotone=chosen == "monotone", reader=args.reader)
     bands = choose_bands(dev, lambda r: shipped.score(r.features))
     rep = report(items, lodo_by[chosen], shipped)
     band_fig = {
@@ -405,12 +508,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.features:
         with gzip.open(args.features, "wt", encoding="utf-8") as fh:
             for it in items:
-                scores = {"learned_lodo": lodo_by[chosen][it.id], "learned_shipped": shipped.score(it.features)}
+                scores = {
+                    "learned_lodo": lodo_by[chosen][it.id],
+                    "learned_shipped": shipped.score(it.features),
+                }
                 fh.write(json.dumps({**it.__dict__, **scores}, allow_nan=False) + "\n")
-    counts = {name: {"dev": sum(1 for r in items if r.set == name and r.dev), "report": sum(1 for r in items if r.set == name and not r.dev)} for name in FAMILY}
+    counts = {
+        name: {
+            "dev": sum(1 for r in items if r.set == name and r.dev),
+            "report": sum(1 for r in items if r.set == name and not r.dev),
+        }
+        for name in FAMILY
+    }
     figures = {
         "preregistered": PREREGISTERED,
-        "reader": "smollm2-135m",
+        "reader": args.reader,
         "features": list(LEARNED_FEATURES),
         "rows": counts,
         "candidates": candidates,
@@ -424,16 +536,23 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     }
     if args.model_out:
         model = LearnedVerdict(
-            shipped.orientation, shipped.mean, shipped.scale, shipped.coef, shipped.intercept, shipped.reader,
+            shipped.orientation,
+            shipped.mean,
+            shipped.scale,
+            shipped.coef,
+            shipped.intercept,
+            shipped.reader,
             fit={
                 "model": chosen,
                 "preregistered": PREREGISTERED,
                 "trained_on": {k: v["dev"] for k, v in counts.items() if k not in SUBSETS},
                 "bands": figures["bands"],
-                "by": "python -m papers.consens.learned_verdict (docs/results.md, 'A learned verdict (issue 36)')",
+                "by": "python -m papers.consens.learned_verdict (docs/results.md, 'A learned verdict')",
             },
         )
-        args.model_out.write_text(json.dumps(model.to_dict(), indent=1, allow_nan=False) + "\n", encoding="utf-8")
+        args.model_out.write_text(
+            json.dumps(model.to_dict(), indent=1, allow_nan=False) + "\n", encoding="utf-8"
+        )
     line = json.dumps(figures, allow_nan=False)
     if args.out:
         args.out.write_text(json.dumps(figures, indent=1, allow_nan=False) + "\n", encoding="utf-8")

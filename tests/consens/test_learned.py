@@ -70,7 +70,8 @@ def test_a_damaged_file_is_refused_naming_the_field(path: str, value: Any, messa
 
 
 def test_the_json_reproduces_the_committed_scores() -> None:
-    rows = [json.loads(line) for line in gzip.open(FEATURES_FILE, "rt", encoding="utf-8")]
+    with gzip.open(FEATURES_FILE, "rt", encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh]
     assert len(rows) > 1000
     model = learned_verdict()
     worst = max(abs(model.score(r["features"]) - r["learned_shipped"]) for r in rows)
@@ -115,8 +116,11 @@ def test_every_feature_is_finite_on_edge_cases() -> None:
 def test_the_metric_scores_rows_with_the_json_through_evaluate() -> None:
     rows = [
         {"question": "Who discovered polonium?", "contexts": [CONTEXT], "answer": "Marie Curie, in 1898."},
-        {"question": "Who discovered polonium?", "contexts": [CONTEXT, "Geneva is in Switzerland."],
-         "answer": "A committee in Geneva, in 1949."},
+        {
+            "question": "Who discovered polonium?",
+            "contexts": [CONTEXT, "Geneva is in Switzerland."],
+            "answer": "A committee in Geneva, in 1949.",
+        },
     ]
     run = evaluate(rows, [ConSens(model="fake", aggregation="learned", attribution=True)], progress=False)
     for row in run.rows:
@@ -127,3 +131,5 @@ def test_the_metric_scores_rows_with_the_json_through_evaluate() -> None:
         assert row["consens"] == score == row["consens_by_aggregation"]["learned"] and row["r"] == r
         assert row["verdict"] == DEFAULT_BANDS[Aggregation.LEARNED].verdict(score)
     assert all("learned" in a["consens_without_by_aggregation"] for a in run.rows[1]["attribution"])
+    # The fake model is not the reader the weights were fitted on, and the rows say so.
+    assert all("the learned verdict was fitted on smollm2-135m's evidence" in r["notes"] for r in run.rows)

@@ -25,10 +25,13 @@ PAIRS = [
 
 def test_a_swapped_relation_scores_lower_than_the_right_one(smollm2) -> None:  # type: ignore[no-untyped-def]
     rows = [
-        {"question": q, "contexts": [CONTEXT], "answer": a} for q, right, wrong in PAIRS for a in (right, wrong)
+        {"question": q, "contexts": [CONTEXT], "answer": a}
+        for q, right, wrong in PAIRS
+        for a in (right, wrong)
     ]
     scored = evaluate(rows, [ConSens(smollm2, aggregation="learned")], progress=False).rows
     for right, wrong in zip(scored[0::2], scored[1::2], strict=True):
         # Every word of both answers is stated: lexical support and `support` cannot tell them apart.
         assert right["consens_by_aggregation"]["support"] == wrong["consens_by_aggregation"]["support"] == 1.0
         assert wrong["consens"] < right["consens"]
+        assert not any("fitted on" in n for n in right["notes"])  # the reader the weights were fitted on

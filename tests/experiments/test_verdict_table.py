@@ -7,6 +7,7 @@ import gzip
 import json
 from pathlib import Path
 
+from ragsense.consens import WordDetail, learned_features
 from ragsense.experiments import verdict_table
 from ragsense.experiments._verdict import PLAN, is_dev
 
@@ -14,6 +15,7 @@ from ragsense.experiments._verdict import PLAN, is_dev
 def test_the_half_is_the_documents_sha256_parity() -> None:
     # sha256("a") starts ca978112 (even), sha256("c") 2e7d2c03 (odd).
     assert (is_dev("a"), is_dev("c")) == (True, False)
+
 
 PASS = Path(__file__).resolve().parents[2] / "docs" / "results" / "consens" / "verdict"
 
@@ -33,5 +35,21 @@ def test_the_table_is_the_preregistered_one(shared_data: Path) -> None:
         # The committed pass scored a prefix of the table's fixed order, nothing else.
         done = PASS / f"verdict-{name}.jsonl.gz"
         if done.exists():
-            ids = [json.loads(line)["id"] for line in gzip.open(done, "rt", encoding="utf-8")]
+            with gzip.open(done, "rt", encoding="utf-8") as fh:
+                ids = [json.loads(line)["id"] for line in fh]
             assert ids == [r.id for r in rows[: len(ids)]]
+
+
+def test_the_committed_features_are_the_passs_results_read_again(shared_data: Path) -> None:
+    """The features file holds learned_features of what the pass returned, nothing else."""
+    rows = {r.id: r for rows in verdict_table(str(shared_data)).values() for r in rows}
+    with gzip.open(PASS / "features-smollm2-135m.jsonl.gz", "rt", encoding="utf-8") as fh:
+        committed = {rec["id"]: rec["features"] for rec in map(json.loads, fh) if rec["set"] == "dialogue"}
+    with gzip.open(PASS / "verdict-dialogue.jsonl.gz", "rt", encoding="utf-8") as fh:
+        scored = [json.loads(line) for line in fh][:10]
+    assert scored
+    for rec in scored:
+        row, result = rows[rec["id"]], rec["result"]
+        words = [WordDetail(**w) for w in result["words"]]
+        kept = [row.contexts[i] for i in result["kept_documents"]]
+        assert learned_features(words, row.answer, kept) == committed[rec["id"]]

@@ -261,7 +261,9 @@ class LearnedVerdict:
             raise ValueError(f"expected {len(FEATURES)} features, got {len(features)}")
         terms = [
             c * (o * x - m) / s
-            for x, o, m, s, c in zip(features, self.orientation, self.mean, self.scale, self.coef, strict=True)
+            for x, o, m, s, c in zip(
+                features, self.orientation, self.mean, self.scale, self.coef, strict=True
+            )
         ]
         return self.intercept + math.fsum(terms)
 
@@ -344,6 +346,7 @@ def learned_score_without(
     """The learned score of ``words`` read against another context (leave-one-document-out): their
     NLLs under it and whether it states them."""
     moved = [
-        _Rescored(w.word, w.start, w.nll_empty, c, s) for w, c, s in zip(words, nll_context, stated, strict=True)
+        _Rescored(w.word, w.start, w.nll_empty, c, s)
+        for w, c, s in zip(words, nll_context, stated, strict=True)
     ]
     return learned_score(moved, answer, contexts)[0]

@@ -222,7 +222,9 @@ def consens_from_word_nll(
     if len(nll_empty) != len(nll_context):
         raise ValueError("both conditions must score the same words")
     if aggregation is Aggregation.LEARNED:
-        raise ValueError("the learned score reads the answer and context texts: use ragsense.consens.learned_score")
+        raise ValueError(
+            "the learned score reads the answer and context texts: use ragsense.consens.learned_score"
+        )
     if aggregation in STATED_AGGREGATIONS:
         if stated is None:
             raise ValueError(f"the {aggregation.value} score needs each word's stated flag")

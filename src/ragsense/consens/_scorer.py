@@ -50,12 +50,10 @@ from ragsense.text import (
     word_logprob_sums,
 )
 
-# The default score: "support", the geometric mean of each content word's probability of being
-# supported (1 when the context states the word, else how much the context raised its likelihood),
-# mapped to (-1, 1]. Chosen by rule 2 of papers/consens/grounding_default.py on development halves of
-# WikiEval, HaluEval (and its length-matched pairs), PubMedQA and FaithBench, reported on the other
-# halves (docs/results.md, "Choosing the default score"). The paper's ConSens is Aggregation.ARITHMETIC;
-# the previous default was Aggregation.Q25.
+# The default score: "support", twice the geometric mean of each content word's probability of being
+# supported (1 when the context states it, else how much the context raised its likelihood) minus one.
+# Rule 2 of papers/consens/grounding_default.py chose it on development halves of five sets (docs/results.md,
+# "Choosing the default score"). The paper's ConSens is Aggregation.ARITHMETIC; the old default Q25.
 DEFAULT_AGGREGATION = Aggregation.SUPPORT
 # Default verdict bands per aggregation, (grounded_at, ungrounded_below): "grounded" at or above the
 # first, "ungrounded" below the second, "unsure" in between. The support bands come from rule 2 of
@@ -72,7 +70,7 @@ _DEFAULT_EDGES: dict[Aggregation, tuple[float, float]] = {
     Aggregation.SHARE: (0.50, 0.50),
     Aggregation.SUPPORT: (0.83, -0.23),
     Aggregation.SUPPORT_COUNT: (0.56, -0.61),  # rule 3 of papers/consens/grounding_default.py
-    Aggregation.LEARNED: (0.52, -0.74),  # learned_verdict.json "fit" "bands" (papers/consens/learned_verdict.py)
+    Aggregation.LEARNED: (0.52, -0.74),  # learned_verdict.json's fit.bands
 }
 DEFAULT_BANDS: dict[Aggregation, Bands] = {
     agg: Bands(agg.value, grounded_at=g, ungrounded_below=u, origin="default")
@@ -445,7 +443,9 @@ class GroundingScorer:
                 [plan.selection.kept[k] for k in usable], nll_full, nll_empty, stated, strict=True
             )
         ]
-        by_agg[Aggregation.LEARNED.value] = learned_score(words, plan.answer, [t for _, t in plan.context.parts])
+        by_agg[Aggregation.LEARNED.value] = learned_score(
+            words, plan.answer, [p[1] for p in plan.context.parts]
+        )
         consens, r = by_agg[self.aggregation.value]
         attribution, top = None, None
         if plan.leave_one_out:

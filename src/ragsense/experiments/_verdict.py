@@ -73,7 +73,9 @@ def _gz_lines(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def _pairs(name: str, records: list[dict[str, Any]], n: int, keys: tuple[str, str, str, str]) -> list[TableRow]:
+def _pairs(
+    name: str, records: list[dict[str, Any]], n: int, keys: tuple[str, str, str, str]
+) -> list[TableRow]:
     """``n`` pairs (right, hallucinated) in the fixed order; ``keys``: context, question, right, wrong."""
     context_key, question_key, right, wrong = keys
     chosen = sorted(range(len(records)), key=lambda i: _order(name, i))[:n]
@@ -134,7 +136,9 @@ def verdict_table(data: str | None = None) -> dict[str, list[TableRow]]:
             out[name] = _pairs("dialogue", recs, n, keys)
         elif name == "qa":
             recs = _gz_lines(more / "qa_rows_501_10000.jsonl.gz")
-            out[name] = _pairs("qa", recs, n, ("knowledge", "question", "right_answer", "hallucinated_answer"))
+            out[name] = _pairs(
+                "qa", recs, n, ("knowledge", "question", "right_answer", "hallucinated_answer")
+            )
         elif name == "summarization":
             recs = _gz_lines(more / "summarization_rows_1_5000.jsonl.gz")
             keys = ("document", "", "right_summary", "hallucinated_summary")
