@@ -53,3 +53,20 @@ def test_the_committed_features_are_the_passs_results_read_again(shared_data: Pa
         words = [WordDetail(**w) for w in result["words"]]
         kept = [row.contexts[i] for i in result["kept_documents"]]
         assert learned_features(words, row.answer, kept) == committed[rec["id"]]
+
+
+def test_the_pass_writes_a_prefix_per_set_and_resumes(shared_data: Path, tmp_path: Path) -> None:
+    from ragsense.experiments._verdict import consens_verdict_table
+
+    figures = consens_verdict_table(model="fake", data=str(shared_data), limit=2, out=str(tmp_path))
+    assert figures["rows"] == {name: 2 for name, _ in PLAN}
+    table = verdict_table(str(shared_data))
+    for name, rows in table.items():
+        lines = (tmp_path / f"verdict-{name}.jsonl").read_text(encoding="utf-8").splitlines()
+        written = [json.loads(line) for line in lines]
+        assert [w["id"] for w in written] == [r.id for r in rows[:2]]
+        assert {"question", "contexts", "answer"}.isdisjoint(
+            written[0]["result"]
+        )  # no dataset text beyond words
+    again = consens_verdict_table(model="fake", data=str(shared_data), limit=2, out=str(tmp_path))
+    assert again["rows"] == figures["rows"] and again["seconds"] == {}  # nothing scored twice

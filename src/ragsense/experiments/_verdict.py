@@ -10,8 +10,9 @@ answer's scored words. The learned verdict's features are computed afterwards fr
 (``ragsense.consens.learned_features``), so the model can be refitted without a model pass.
 
 ``ragsense experiment consens-verdict-table --model smollm2-135m --out docs/results/consens/verdict``
-(the reader is the ``--model``; ``--deadline`` bounds the wall clock: the rows finished by then are
-kept, a prefix of each set's fixed order, and a rerun resumes).
+(the reader is the ``--model``; ``--limit`` caps the rows per set; in Python, ``deadline="HH:MM"`` bounds
+the wall clock: the rows finished by then are kept, a prefix of each set's fixed order, and a rerun
+resumes).
 """
 
 from __future__ import annotations
@@ -164,6 +165,8 @@ def consens_verdict_table(
     *,
     model: LanguageModel | str | None = None,
     data: str | None = None,
+    limit: int | None = None,
+    seed: int = 0,
     out: str | None = None,
     deadline: str | None = None,
 ) -> dict[str, Any]:
@@ -171,8 +174,10 @@ def consens_verdict_table(
     ``evaluate``, chunk by chunk, appending each finished row to ``OUT/verdict-<set>.jsonl``.
 
     ``deadline``: a UTC time ``HH:MM`` after which no new chunk starts (the run is bounded; a rerun
-    resumes from the rows written).
+    resumes from the rows written). ``limit``: at most this many rows per set (a prefix of its order).
+    ``seed`` changes nothing (the order is fixed by sha256); it is accepted as every experiment's option.
     """
+    del seed
     started = time.perf_counter()
     folder = Path(out or ".")
     folder.mkdir(parents=True, exist_ok=True)
@@ -187,7 +192,7 @@ def consens_verdict_table(
     for name, rows in verdict_table(data).items():
         path = folder / f"verdict-{name}.jsonl"
         done = _done(path)
-        todo = [r for r in rows if r.id not in done]
+        todo = [r for r in rows[:limit] if r.id not in done]
         counts[name] = len(done)
         for chunk in _chunks(todo, _CHUNK):
             if stop is not None and time.time() > stop:
