@@ -70,7 +70,7 @@ _DEFAULT_EDGES: dict[Aggregation, tuple[float, float]] = {
     Aggregation.SHARE: (0.50, 0.50),
     Aggregation.SUPPORT: (0.83, -0.23),
     Aggregation.SUPPORT_COUNT: (0.56, -0.61),  # rule 3 of papers/consens/grounding_default.py
-    Aggregation.LEARNED: (0.52, -0.74),  # learned_verdict.json's fit.bands
+    Aggregation.LEARNED: (0.29, -0.67),  # learned_verdict.json's fit.bands
 }
 DEFAULT_BANDS: dict[Aggregation, Bands] = {
     agg: Bands(agg.value, grounded_at=g, ungrounded_below=u, origin="default")
