@@ -476,9 +476,11 @@ def choose_bands(dev: dict[str, list[Row]], score: Callable[[Row], float]) -> tu
     return grounded_at, ungrounded_below
 
 
-def choose_bands_balanced(dev: dict[str, list[Row]], score: Callable[[Row], float]) -> tuple[float, float]:
-    """Rule 5': balanced precision averaged over the answer-level sets."""
-    scored = {k: [(score(r), r.label) for r in dev[k]] for k in ANSWER_SETS}
+def choose_bands_balanced(
+    dev: dict[str, list[Row]], score: Callable[[Row], float], sets: Sequence[str] | None = None
+) -> tuple[float, float]:
+    """Rule 5': balanced precision averaged over the answer-level sets (``sets``, default ANSWER_SETS)."""
+    scored = {k: [(score(r), r.label) for r in dev[k]] for k in (ANSWER_SETS if sets is None else sets)}
     candidates = sorted({round(s, 2) for v in scored.values() for s, _ in v} | {-1.0, 1.0})
 
     def balanced(t: float, grounded: bool) -> float:

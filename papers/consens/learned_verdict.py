@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -33,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from papers.consens.grounding_default import _auroc_ci, _delong, band_figures
+from papers.consens.grounding_default import _auroc_ci, _delong, band_figures, choose_bands_balanced
 from ragsense.consens import (
     LEARNED_FEATURES,
     Aggregation,
@@ -52,7 +51,6 @@ from ragsense.text import ContextVocabulary
 PREREGISTERED = "ac1ffb3"
 MARGIN = 0.02
 TIE = 0.005
-TARGET_PRECISION = 0.9
 FAMILY = {
     "wikieval": "wikieval",
     "halueval": "halueval_qa",
@@ -373,30 +371,9 @@ def lodo_scores(items: Sequence[Item], monotone: bool) -> dict[str, float]:
 
 
 def choose_bands(rows: dict[str, list[Item]], score: Callable[[Item], float]) -> tuple[float, float]:
-    """Rule 5': balanced precision averaged over the answer-level sets' development halves."""
-    scored = {
-        k: [(score(r), r.label) for r in v] for k, v in rows.items() if k not in NOT_ANSWER_LEVEL | SUBSETS
-    }
-    candidates = sorted({round(s, 2) for v in scored.values() for s, _ in v} | {-1.0, 1.0})
-
-    def balanced(t: float, grounded: bool) -> float:
-        out = []
-        for values in scored.values():
-            pos = [s for s, y in values if y == 1]
-            neg = [s for s, y in values if y == 0]
-            hit = sum((s >= t) if grounded else (s < t) for s in (pos if grounded else neg)) / len(
-                pos if grounded else neg
-            )
-            miss = sum((s >= t) if grounded else (s < t) for s in (neg if grounded else pos)) / len(
-                neg if grounded else pos
-            )
-            out.append(hit / (hit + miss) if hit + miss else 1.0)
-        return float(np.mean(out))
-
-    grounded_at = next((t for t in candidates if balanced(t, True) >= TARGET_PRECISION), 1.0)
-    ungrounded_below = next((t for t in reversed(candidates) if balanced(t, False) >= TARGET_PRECISION), -1.0)
-    grounded_at = math.ceil(grounded_at * 100) / 100
-    return grounded_at, min(math.floor(ungrounded_below * 100) / 100, grounded_at)
+    """Rule 5' (grounding_default's): balanced precision over the answer-level sets' development halves."""
+    answer_level = [k for k in rows if k not in NOT_ANSWER_LEVEL | SUBSETS]
+    return choose_bands_balanced(rows, score, answer_level)  # type: ignore[arg-type]
 
 
 def _cell(rows: Sequence[Item], values: Sequence[float]) -> dict[str, Any]:
