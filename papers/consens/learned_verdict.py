@@ -32,7 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from papers.consens.grounding_default import _auroc_ci, _delong, band_figures, choose_bands_balanced
+from papers.consens.grounding_default import (
+    _auroc_ci,
+    _delong,
+    band_figures,
+    choose_bands_balanced,
+    penalised_logistic,
+)
 from ragsense.consens import (
     LEARNED_FEATURES,
     Aggregation,
@@ -297,8 +303,6 @@ ORIENTATION = [1.0] * len(LEARNED_FEATURES)  # every feature is defined so that 
 def fit(items: Sequence[Item], *, monotone: bool, reader: str = "smollm2-135m") -> LearnedVerdict:
     """L2 logistic (C = 1) on standardised features, each training set weighing the same, classes
     balanced; ``monotone``: coefficients >= 0 (L-BFGS-B on the same penalised loss)."""
-    from scipy.optimize import minimize
-
     sets = sorted({it.set for it in items})
     x = np.array([it.features for it in items], dtype=np.float64) * np.array(ORIENTATION)
     y = np.array([it.label for it in items], dtype=np.float64)
@@ -311,19 +315,7 @@ def fit(items: Sequence[Item], *, monotone: bool, reader: str = "smollm2-135m") 
     w *= len(items) / w.sum()
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0
-    z = (x - mean) / scale
-    sign = 2.0 * y - 1.0
-
-    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        coef, b = theta[:-1], theta[-1]
-        margin = sign * (z @ coef + b)
-        value = float(np.sum(w * np.logaddexp(0.0, -margin)) + 0.5 * coef @ coef)
-        g = -w * sign / (1.0 + np.exp(margin))
-        return value, np.concatenate([z.T @ g + coef, [g.sum()]])
-
-    k = z.shape[1]
-    bounds = [(0.0, None)] * k + [(None, None)] if monotone else None
-    theta = minimize(loss, np.zeros(k + 1), jac=True, method="L-BFGS-B", bounds=bounds).x
+    theta = penalised_logistic((x - mean) / scale, y, w, monotone=monotone)
     return LearnedVerdict(
         orientation=list(ORIENTATION),
         mean=mean.tolist(),
