@@ -377,9 +377,9 @@ def fit_calibrated(train: dict[str, list[Row]], *, monotone: bool = False) -> di
     }
 
 
-def _fit_monotone(
-    z: np.ndarray, y: np.ndarray, w: np.ndarray, mean: np.ndarray, scale: np.ndarray
-) -> dict[str, Any]:
+def penalised_logistic(z: np.ndarray, y: np.ndarray, w: np.ndarray, *, monotone: bool) -> np.ndarray:
+    """Weights and intercept (last) of the weighted logistic loss with scikit-learn's ``C = 1`` L2
+    penalty, by L-BFGS-B; ``monotone``: every coefficient >= 0."""
     from scipy.optimize import minimize
 
     sign = 2.0 * y - 1.0
@@ -392,16 +392,21 @@ def _fit_monotone(
         return value, np.concatenate([z.T @ g + coef, [g.sum()]])
 
     k = z.shape[1]
-    fit = minimize(
-        loss, np.zeros(k + 1), jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * k + [(None, None)]
-    )
+    bounds = [(0.0, None)] * k + [(None, None)] if monotone else None
+    return np.asarray(minimize(loss, np.zeros(k + 1), jac=True, method="L-BFGS-B", bounds=bounds).x)
+
+
+def _fit_monotone(
+    z: np.ndarray, y: np.ndarray, w: np.ndarray, mean: np.ndarray, scale: np.ndarray
+) -> dict[str, Any]:
+    theta = penalised_logistic(z, y, w, monotone=True)
     return {
         "features": list(FEATURES),
         "orientation": [ORIENTATION[f] for f in FEATURES],
         "mean": mean.tolist(),
         "scale": scale.tolist(),
-        "coef": fit.x[:-1].tolist(),
-        "intercept": float(fit.x[-1]),
+        "coef": theta[:-1].tolist(),
+        "intercept": float(theta[-1]),
     }
 
 
@@ -476,9 +481,11 @@ def choose_bands(dev: dict[str, list[Row]], score: Callable[[Row], float]) -> tu
     return grounded_at, ungrounded_below
 
 
-def choose_bands_balanced(dev: dict[str, list[Row]], score: Callable[[Row], float]) -> tuple[float, float]:
-    """Rule 5': balanced precision averaged over the answer-level sets."""
-    scored = {k: [(score(r), r.label) for r in dev[k]] for k in ANSWER_SETS}
+def choose_bands_balanced(
+    dev: dict[str, list[Row]], score: Callable[[Row], float], sets: Sequence[str] | None = None
+) -> tuple[float, float]:
+    """Rule 5': balanced precision averaged over the answer-level sets (``sets``, default ANSWER_SETS)."""
+    scored = {k: [(score(r), r.label) for r in dev[k]] for k in (ANSWER_SETS if sets is None else sets)}
     candidates = sorted({round(s, 2) for v in scored.values() for s, _ in v} | {-1.0, 1.0})
 
     def balanced(t: float, grounded: bool) -> float:

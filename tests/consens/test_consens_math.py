@@ -4,6 +4,7 @@ import pytest
 
 from ragsense.consens import (
     STATED_AGGREGATIONS,
+    WORD_AGGREGATIONS,
     Aggregation,
     consens_from_log_ppl,
     consens_from_word_nll,
@@ -62,7 +63,11 @@ def test_rejects_empty_and_non_finite() -> None:
 def test_word_level_aggregates_read_the_word_contrasts() -> None:
     empty = [5.0, 4.0, 3.0, 2.0]
     context = [1.0, 1.0, 1.0, 4.0]  # three words helped by 4, 3, 2 nats; one hurt by 2
-    r = {a: consens_from_word_nll(empty, context, a)[1] for a in Aggregation if a not in STATED_AGGREGATIONS}
+    r = {
+        a: consens_from_word_nll(empty, context, a)[1]
+        for a in WORD_AGGREGATIONS
+        if a not in STATED_AGGREGATIONS
+    }
     assert r[Aggregation.GEOMETRIC] == pytest.approx(1.75)
     assert r[Aggregation.MIN_WORD] == -2.0
     assert r[Aggregation.Q25] == pytest.approx(-2.0 + 0.75 * 4.0)  # between -2 and 2
@@ -75,7 +80,7 @@ def test_word_level_aggregates_read_the_word_contrasts() -> None:
 
 
 def test_every_aggregate_is_bounded_and_zero_without_effect() -> None:
-    for agg in (a for a in Aggregation if a not in STATED_AGGREGATIONS):
+    for agg in (a for a in WORD_AGGREGATIONS if a not in STATED_AGGREGATIONS):
         same = consens_from_word_nll([2.0, 3.0], [2.0, 3.0], agg)[0]
         assert same == pytest.approx(0.0) or agg is Aggregation.SHARE
         assert -1.0 < consens_from_word_nll([900.0], [1.0], agg)[0] <= 1.0

@@ -23,9 +23,18 @@ from ragsense.consens._calibrate import (
 )
 from ragsense.consens._evidence import FEATURES as EVIDENCE_FEATURES
 from ragsense.consens._evidence import floored, row_features
+from ragsense.consens._learned import FEATURES as LEARNED_FEATURES
+from ragsense.consens._learned import (
+    LEARNED_FORMAT,
+    LearnedVerdict,
+    learned_features,
+    learned_score,
+    learned_verdict,
+)
 from ragsense.consens._math import (
     RAW_SCORE_MEANINGS,
     STATED_AGGREGATIONS,
+    WORD_AGGREGATIONS,
     Aggregation,
     consens_from_log_ppl,
     consens_from_word_nll,
@@ -81,6 +90,8 @@ __all__ = [
     "DEFAULT_TARGET_PRECISION",
     "EVIDENCE_FEATURES",
     "GROUNDED_AT",
+    "LEARNED_FEATURES",
+    "LEARNED_FORMAT",
     "LEGACY_RAW_FIELD",
     "NO_CONTEXT_CACHE",
     "PAPER_TEMPLATE",
@@ -89,12 +100,14 @@ __all__ = [
     "STATED_AGGREGATIONS",
     "UNGROUNDED_BELOW",
     "VERDICTS",
+    "WORD_AGGREGATIONS",
     "Aggregation",
     "Bands",
     "ConSens",
     "DocumentAttribution",
     "GroundingResult",
     "GroundingScorer",
+    "LearnedVerdict",
     "NoContextCache",
     "PromptTemplate",
     "WordDetail",
@@ -108,6 +121,9 @@ __all__ = [
     "expected_unsupported",
     "floored",
     "grounded_edge",
+    "learned_features",
+    "learned_score",
+    "learned_verdict",
     "log_mean_perplexity",
     "rederived_row",
     "relevance_windows",

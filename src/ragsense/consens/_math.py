@@ -52,10 +52,15 @@ class Aggregation(str, Enum):  # noqa: UP042
     SHARE = "share"  # 2p - 1, p = the (smoothed) share of words the context made more likely
     SUPPORT = "support"  # 2 * geometric mean of the words' support probabilities - 1 (needs stated flags)
     SUPPORT_COUNT = "support_count"  # mean of support and 2 exp(-E) - 1, E the expected unsupported words
+    LEARNED = "learned"  # a logistic model over features of the pass (_learned.py); needs the texts
 
 
 STATED_AGGREGATIONS = (Aggregation.SUPPORT, Aggregation.SUPPORT_COUNT)
 """The aggregations that also read whether the context states each word."""
+
+WORD_AGGREGATIONS = tuple(a for a in Aggregation if a is not Aggregation.LEARNED)
+"""The aggregations computed from the word NLLs (and stated flags) alone; ``learned`` also reads the
+answer's sentences and the context's (the scorer computes it, :mod:`ragsense.consens._learned`)."""
 
 
 PERPLEXITY_AGGREGATIONS = (Aggregation.ARITHMETIC, Aggregation.GEOMETRIC)
@@ -72,6 +77,7 @@ RAW_SCORE_MEANINGS: dict[str, str] = {
     Aggregation.SHARE.value: "logit of the smoothed share of words the context made more likely",
     Aggregation.SUPPORT.value: "mean ln P(word supported) (<= 0)",
     Aggregation.SUPPORT_COUNT.value: "-E, E the expected number of unsupported words",
+    Aggregation.LEARNED.value: "the learned model's logit z (score = 2 sigmoid(z) - 1)",
 }
 """What ``consens_raw`` (the ``r`` of the formulas above, before it becomes a score in [-1, 1]) holds
 under each aggregation: one line each, as the report labels it. Only ``arithmetic`` and ``geometric``
@@ -232,6 +238,10 @@ def consens_from_word_nll(
     """
     if len(nll_empty) != len(nll_context):
         raise ValueError("both conditions must score the same words")
+    if aggregation is Aggregation.LEARNED:
+        raise ValueError(
+            "the learned score reads the answer and context texts: use ragsense.consens.learned_score"
+        )
     if aggregation in STATED_AGGREGATIONS:
         if stated is None:
             raise ValueError(f"the {aggregation.value} score needs each word's stated flag")

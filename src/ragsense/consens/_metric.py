@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ragsense.consens._learned import learned_verdict
 from ragsense.consens._math import Aggregation
 from ragsense.consens._prompt import PromptTemplate
 from ragsense.consens._scorer import (
@@ -185,6 +186,10 @@ class ConSens:
                 continue
             fields = result.to_dict()
             fields["model"] = self._scorer.model.info.name if self._scorer is not None else None
+            reader = learned_verdict().reader if self.aggregation is Aggregation.LEARNED else None
+            if reader is not None and fields["model"] != reader:
+                # The weights read this reader's contrasts; another reader's are on another scale.
+                fields["notes"] = [*fields["notes"], f"the learned verdict was fitted on {reader}'s evidence"]
             out.append(fields)
         return out
 

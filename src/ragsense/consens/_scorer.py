@@ -1,14 +1,9 @@
 """ConSens over a model: build the prompts, score them in one batched call, turn log-probs into scores.
 
-For each row the scorer asks the model for the answer's token log-probs under
-
-* the empty context (the template with an empty ``{context}``), cached per (question, answer), so
-  scoring one answer against many contexts costs one no-context pass;
-* the full context;
-* with attribution, the context with each document left out (the paper's Experiment 3).
-
-All requests of a batch of rows go to the model in a single ``score`` call, which the backend packs
-into forward passes.
+For each row the scorer asks the model for the answer's token log-probs under the empty context (cached
+per (question, answer): one answer against many contexts costs one no-context pass), the full context,
+and with attribution the context with each document left out (the paper's Experiment 3). All requests
+of a batch of rows go to the model in one ``score`` call, which the backend packs into forward passes.
 """
 
 from __future__ import annotations
@@ -19,7 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ragsense.consens._learned import learned_score, learned_score_without
 from ragsense.consens._math import (
+    WORD_AGGREGATIONS,
     Aggregation,
     consens_from_word_nll,
     log_mean_perplexity,
@@ -48,12 +45,8 @@ from ragsense.text import (
     word_logprob_sums,
 )
 
-# The default score: "support", the geometric mean of each content word's probability of being
-# supported (1 when the context states the word, else how much the context raised its likelihood),
-# mapped to (-1, 1]. Chosen by rule 2 of papers/consens/grounding_default.py on development halves of
-# WikiEval, HaluEval (and its length-matched pairs), PubMedQA and FaithBench, reported on the other
-# halves (docs/results.md, "Choosing the default score"). The paper's ConSens is Aggregation.ARITHMETIC;
-# the previous default was Aggregation.Q25.
+# The default score, "support" (docs/metrics.md): rule 2 of papers/consens/grounding_default.py chose it on
+# development halves of five sets (docs/results.md). The paper's ConSens is ARITHMETIC; the old default Q25.
 DEFAULT_AGGREGATION = Aggregation.SUPPORT
 # Default verdict bands per aggregation, (grounded_at, ungrounded_below): "grounded" at or above the
 # first, "ungrounded" below the second, "unsure" in between. The support bands come from rule 2 of
@@ -70,6 +63,7 @@ _DEFAULT_EDGES: dict[Aggregation, tuple[float, float]] = {
     Aggregation.SHARE: (0.50, 0.50),
     Aggregation.SUPPORT: (0.83, -0.23),
     Aggregation.SUPPORT_COUNT: (0.56, -0.61),  # rule 3 of papers/consens/grounding_default.py
+    Aggregation.LEARNED: (0.29, -0.67),  # learned_verdict.json's fit.bands
 }
 DEFAULT_BANDS: dict[Aggregation, Bands] = {
     agg: Bands(agg.value, grounded_at=g, ungrounded_below=u, origin="default")
@@ -78,11 +72,9 @@ DEFAULT_BANDS: dict[Aggregation, Bands] = {
 """The default :class:`Bands` of each aggregation (``--bands FILE`` replaces them)."""
 GROUNDED_AT = DEFAULT_BANDS[DEFAULT_AGGREGATION].grounded_at
 UNGROUNDED_BELOW = DEFAULT_BANDS[DEFAULT_AGGREGATION].ungrounded_below
-# Leave-one-out attribution ranks documents by the geometric mean, whatever the row's aggregation:
-# removing a document makes many words a little less likely, which a mean sees and a low quantile
-# does not (PubMedQA attribution: top-1 94.9% geometric against 63.3% q25, docs/results.md). The
-# geometric mean was chosen for this on the same data in an earlier session, so that figure is not
-# an independent test of the choice.
+# Leave-one-out attribution ranks documents by the geometric mean, whatever the row's aggregation: a
+# removed document makes many words a little less likely, which a mean sees and a low quantile does not
+# (PubMedQA top-1 94.9% against q25's 63.3%, docs/results.md; chosen on that data, not tested apart).
 ATTRIBUTION_AGGREGATION = Aggregation.GEOMETRIC
 
 
@@ -160,11 +152,8 @@ class WordDetail:
 
 @dataclass(frozen=True)
 class DocumentAttribution:
-    """What happens to the score when document ``index`` is left out of the context.
-
-    ``consens_without`` and ``drop`` use :data:`ATTRIBUTION_AGGREGATION` (the geometric mean);
-    ``consens_without_by_aggregation`` has every aggregation.
-    """
+    """What happens to the score when document ``index`` is left out of the context: ``consens_without``
+    and ``drop`` use :data:`ATTRIBUTION_AGGREGATION`; ``consens_without_by_aggregation`` has the others."""
 
     index: int
     consens_without: float
@@ -254,8 +243,9 @@ class _Plan:
     context: Selection
     vocabulary: ContextVocabulary  # of the context as scored (after truncation)
     refusal: bool
-    # Per left-out document: the request, whether it was truncated, and the words of what is left.
-    leave_one_out: list[tuple[ScoreRequest, bool, ContextVocabulary]] = field(default_factory=list)
+    answer: str
+    # Per left-out document: the request, whether it was truncated, the words of what is left, its text.
+    leave_one_out: list[tuple[ScoreRequest, bool, ContextVocabulary, str]] = field(default_factory=list)
 
 
 class GroundingScorer:
@@ -317,7 +307,7 @@ class GroundingScorer:
                 if plan.empty not in self._empty_cache:
                     wanted[plan.empty] = None
                 wanted[plan.full] = None
-                wanted.update((req, None) for req, _, _ in plan.leave_one_out)
+                wanted.update((req, None) for req, *_ in plan.leave_one_out)
         requests = list(wanted)
         scored = dict(zip(requests, await self.model.score(requests), strict=True)) if requests else {}
         for plan in plans:
@@ -367,7 +357,7 @@ class GroundingScorer:
         prompt, splits = self.template.render_split(question, parts, chosen.context)
         full = ScoreRequest(prompt, continuation, splits)
         vocabulary = ContextVocabulary([chosen.context])
-        plan = _Plan(selection, empty, full, chosen, vocabulary, is_refusal(answer))
+        plan = _Plan(selection, empty, full, chosen, vocabulary, is_refusal(answer), answer)
         if attribution and len(chosen.parts) > 1:
             # Leave-one-out over the kept documents only: the others were not read (the row lists them).
             for k in range(len(parts)):
@@ -379,6 +369,7 @@ class GroundingScorer:
                         ScoreRequest(prompt, continuation, splits),
                         rest_dropped > 0,
                         ContextVocabulary([rest_fit]),
+                        rest_fit,
                     )
                 )
         return plan
@@ -411,7 +402,7 @@ class GroundingScorer:
     ) -> GroundingResult:
         if not plan.selection.kept:
             raise ValueError("the answer has no words to score (only punctuation or symbols)")
-        conditions = [empty, scored[plan.full]] + [scored[req] for req, _, _ in plan.leave_one_out]
+        conditions = [empty, scored[plan.full]] + [scored[req] for req, *_ in plan.leave_one_out]
         alignments = [self._kept_tokens(plan, score) for score in conditions]
         # A word can own no token when a token spans two words ("06:30" as one token for the words
         # "06" and "30"): the token goes to the first word only, so the second cannot be scored on its
@@ -428,8 +419,7 @@ class GroundingScorer:
         loo_nll = [nll(score, a) for score, a in zip(conditions[2:], alignments[2:], strict=True)]
         kept_words = [plan.selection.kept[k].text for k in usable]
         stated = [plan.vocabulary.states(w) for w in kept_words]
-        by_agg = {agg.value: consens_from_word_nll(nll_empty, nll_full, agg, stated) for agg in Aggregation}
-        consens, raw = by_agg[self.aggregation.value]
+        by_agg = {a.value: consens_from_word_nll(nll_empty, nll_full, a, stated) for a in WORD_AGGREGATIONS}
         ppl_aggregation = perplexity_aggregation(self.aggregation)
         log_p_empty = log_mean_perplexity(nll_empty, ppl_aggregation)
         log_p_context = log_mean_perplexity(nll_full, ppl_aggregation)
@@ -449,18 +439,27 @@ class GroundingScorer:
                 [plan.selection.kept[k] for k in usable], nll_full, nll_empty, stated, strict=True
             )
         ]
-        attribution = None
-        top = None
+        learned = self.aggregation is Aggregation.LEARNED  # its features cost ~12 ms a row: only if asked
+        if learned:
+            by_agg[Aggregation.LEARNED.value] = learned_score(
+                words, plan.answer, [p[1] for p in plan.context.parts]
+            )
+        consens, raw = by_agg[self.aggregation.value]
+        attribution, top = None, None
         if plan.leave_one_out:
             attribution = []
-            for k, ((_, truncated, rest), nll_without) in enumerate(
+            for k, ((_, truncated, rest, rest_text), nll_without) in enumerate(
                 zip(plan.leave_one_out, loo_nll, strict=True)
             ):
                 stated_without = [rest.states(w) for w in kept_words]
                 without = {
                     agg.value: consens_from_word_nll(nll_empty, nll_without, agg, stated_without)[0]
-                    for agg in Aggregation
+                    for agg in WORD_AGGREGATIONS
                 }
+                if learned:
+                    without[Aggregation.LEARNED.value] = learned_score_without(
+                        words, nll_without, stated_without, plan.answer, [rest_text]
+                    )
                 own = without[ATTRIBUTION_AGGREGATION.value]
                 full = by_agg[ATTRIBUTION_AGGREGATION.value][0]
                 index = plan.context.parts[k][0]

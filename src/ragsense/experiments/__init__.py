@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         is_squad_refusal,
         squad_items,
     )
+    from ragsense.experiments._verdict import verdict_table
 
 ENTRY_POINT_GROUP = "ragsense.experiments"
 
@@ -109,6 +110,7 @@ _HELPERS: dict[str, str] = {
     "is_squad_refusal": "_vera",
     "REFUSAL_WORD": "_vera",
     "SQUAD_INSTRUCTION": "_vera",
+    "verdict_table": "_verdict",
 }
 
 
@@ -153,6 +155,7 @@ __all__ = [
     "squad_items",
     "squad_split",
     "verdict_figures",
+    "verdict_table",
     "windows_win",
     "with_distractors",
 ]
