@@ -439,11 +439,9 @@ class GroundingScorer:
                 [plan.selection.kept[k] for k in usable], nll_full, nll_empty, stated, strict=True
             )
         ]
-        learned = self.aggregation is Aggregation.LEARNED  # its features cost ~12 ms a row: only if asked
-        if learned:
-            by_agg[Aggregation.LEARNED.value] = learned_score(
-                words, plan.answer, [p[1] for p in plan.context.parts]
-            )
+        by_agg[Aggregation.LEARNED.value] = learned_score(
+            words, plan.answer, [p[1] for p in plan.context.parts]
+        )
         consens, raw = by_agg[self.aggregation.value]
         attribution, top = None, None
         if plan.leave_one_out:
@@ -456,10 +454,9 @@ class GroundingScorer:
                     agg.value: consens_from_word_nll(nll_empty, nll_without, agg, stated_without)[0]
                     for agg in WORD_AGGREGATIONS
                 }
-                if learned:
-                    without[Aggregation.LEARNED.value] = learned_score_without(
-                        words, nll_without, stated_without, plan.answer, [rest_text]
-                    )
+                without[Aggregation.LEARNED.value] = learned_score_without(
+                    words, nll_without, stated_without, plan.answer, [rest_text]
+                )
                 own = without[ATTRIBUTION_AGGREGATION.value]
                 full = by_agg[ATTRIBUTION_AGGREGATION.value][0]
                 index = plan.context.parts[k][0]
