@@ -149,7 +149,6 @@ def test_malformed_labels_are_row_errors_naming_row_and_field(
         {**good[0], "id": "no-label", "label": None},
         {**good[0], "id": "word", "label": "yes"},
         {**good[0], "id": "two", "label": 2},
-        {**good[0], "id": "bool", "label": True},
         {**good[0], "id": "nan", "consens": None},
         {**good[0], "id": "other-agg", "aggregation": OTHER_AGG},
     ]
@@ -158,11 +157,11 @@ def test_malformed_labels_are_row_errors_naming_row_and_field(
     out = tmp_path / "bands.json"
     assert calibrate(str(src), "-o", str(out)) == 3  # written from the good rows; the bad ones listed
     err = capsys.readouterr().err
-    for rid in ("no-label", "word", "two", "bool", "absent"):
+    for rid in ("no-label", "word", "two", "absent"):
         assert f"row {rid}, field 'label'" in err
     assert "row nan, field 'consens': expected a finite score" in err
     assert f"row other-agg, field 'aggregation': scored with {OTHER_AGG}" in err
-    assert Bands.load(out).fit["row_errors"] == 7 and Bands.load(out).fit["n"] == 60
+    assert Bands.load(out).fit["row_errors"] == 6 and Bands.load(out).fit["n"] == 60
 
 
 def test_an_existing_output_is_kept_without_overwrite(tmp_path: Path) -> None:
@@ -180,7 +179,7 @@ def test_too_few_labels_names_the_rows_left_out(tmp_path: Path, capsys: pytest.C
     assert calibrate(str(src), "-o", str(tmp_path / "b.json")) == 2
     err = capsys.readouterr().err
     assert "too few labelled rows" in err and "2 row(s) left out as unusable" in err
-    assert "field 'label': expected 1 (grounded) or 0 (not grounded), got 2" in err
+    assert "field 'label': expected grounded/1/true, ungrounded/0/false, unsure or refusal, got 2" in err
 
 
 @pytest.mark.parametrize(("flag", "value"), [("--target-precision", "0"), ("--folds", "1")])  # 1.5: argparse
