@@ -465,14 +465,12 @@ def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool) 
     # context does not state first (a stated word counts as supported), then by contrast.
     from ragsense.consens import weakest_words
 
-    weakest = weakest_words(
-        [
-            w
-            for w in row.get("words") or []
-            if _is_number(w.get("nll_empty")) and _is_number(w.get("nll_context"))
-        ],
-        WEAKEST_WORDS,
-    )
+    scored = [
+        w
+        for w in row.get("words") or []
+        if _is_number(w.get("nll_empty")) and _is_number(w.get("nll_context"))
+    ]
+    weakest = weakest_words(scored, WEAKEST_WORDS)
     if weakest:
         width = max(len(w["word"]) for w in weakest)
         lines.append(
@@ -480,11 +478,8 @@ def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool) 
             "more likely):"
         )
         # A stated word is marked: it counts as supported whatever its contrast.
-        lines.extend(
-            f"    {w['word']:<{width}}  {w['contrast']:+.2f}"
-            + ("  stated in the context" if w["stated"] else "")
-            for w in weakest
-        )
+        stated = {True: "  stated in the context", False: ""}
+        lines.extend(f"    {w['word']:<{width}}  {w['contrast']:+.2f}{stated[w['stated']]}" for w in weakest)
     attribution = row.get("attribution")
     if attribution:
         contexts = row.get("contexts") or []
