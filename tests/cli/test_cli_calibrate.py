@@ -351,7 +351,7 @@ def small_labelled_set(path: Path, grounded: Any = "grounded", ungrounded: Any =
     """What the issue's user had: a handful of rows labelled in words, two of them correct refusals
     labelled grounded (a good answer), unscored."""
     rows = []
-    for k, (question, context, answer) in enumerate(FACTS[:4]):
+    for k, (question, context, _answer) in enumerate(FACTS[:4]):
         rows.append({"id": f"g{k}", "question": question, "contexts": [context], "answer": context,
                      "label": grounded})  # fmt: skip
         rows.append({"id": f"u{k}", "question": question, "contexts": [context], "answer": WRONG[k] +

@@ -26,8 +26,7 @@ from typing import Any
 from ragsense.cli._common import add_model_options
 from ragsense.cli._numbers import positive_int
 from ragsense.consens import weakest_words
-from ragsense.data import LABEL_FIELDS, label_field, label_verdict, sample_rows_path
-from ragsense.errors import InputError
+from ragsense.data import LABEL_FIELDS, label_field, sample_rows_path, shown_label
 from ragsense.evaluation import (
     DEFAULT_CHUNK_SIZE,
     EngineSpec,
@@ -212,13 +211,7 @@ def top_document_cell(record: dict[str, Any]) -> str:
 
 def label_cell(record: dict[str, Any]) -> str:
     """The row's own label read as a verdict (``1`` is ``grounded``), or as written when unreadable."""
-    name = label_field(record)
-    if name is None:
-        return ""
-    try:
-        return str(label_verdict(record[name]))
-    except InputError:
-        return str(record[name])
+    return shown_label(record) or ""
 
 
 def render(records: Sequence[dict[str, Any]], columns: Columns) -> str:

@@ -36,7 +36,7 @@ from ragsense.data._io import (
     write_csv,
     write_jsonl,
 )
-from ragsense.data._labels import LABEL_FIELDS, LABEL_VALUES, label_field, label_verdict
+from ragsense.data._labels import LABEL_FIELDS, LABEL_VALUES, label_field, label_verdict, shown_label
 from ragsense.data._schema import ALIASES, RagRow, parse_row
 from ragsense.data._tabular import (
     arrow_column,
@@ -95,6 +95,7 @@ __all__ = [
     "read_rows",
     "require_module",
     "sample_rows_path",
+    "shown_label",
     "write_csv",
     "write_jsonl",
     "write_parquet",

@@ -76,3 +76,19 @@ def label_field(record: Mapping[str, Any]) -> str | None:
         if value is not None and not (isinstance(value, str) and not value.strip()):
             return name
     return None
+
+
+def shown_label(record: Mapping[str, Any]) -> str | None:
+    """The row's label as tables show it: read as a verdict (``1`` is ``grounded``), or as written
+    when it cannot be read; None for an unlabelled row.
+
+    >>> shown_label({"expected": 1}), shown_label({"label": "maybe"}), shown_label({})
+    ('grounded', 'maybe', None)
+    """
+    name = label_field(record)
+    if name is None:
+        return None
+    try:
+        return label_verdict(record[name])
+    except InputError:
+        return str(record[name])

@@ -52,8 +52,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragsense.consens import ATTRIBUTION_FIELDS, CONSENS_FIELDS, weakest_words
-from ragsense.data import label_field, label_verdict
-from ragsense.errors import InputError
+from ragsense.data import shown_label
 from ragsense.report._summary import row_errors, row_key
 from ragsense.report._texts import ReportLimits, cut, fair_cap, milli, round4, short_text
 
@@ -143,17 +142,6 @@ def weakest_positions(drawn: Sequence[Mapping[str, Any]]) -> list[int] | None:
     return [by_start[(w["start"], w["end"])] for w in ranked]
 
 
-def user_label(row: Mapping[str, Any]) -> str | None:
-    """The row's own label (``label`` or ``expected``) read as a verdict, or as written if unreadable."""
-    name = label_field(row)
-    if name is None:
-        return None
-    try:
-        return label_verdict(row[name])
-    except InputError:
-        return str(row[name])
-
-
 def _compact(mapping: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in mapping.items() if v is not None and v != [] and v != {}}
 
@@ -207,7 +195,7 @@ class _Builder:
             drawn = [w for w in words if isinstance(w, dict | Mapping)][: len(view["w"]) // 4]
             view["ws"] = [k for k, w in enumerate(drawn) if w.get("stated") is True] or None
             view["ww"] = weakest_positions(drawn)
-        view["ul"] = user_label(row)
+        view["ul"] = shown_label(row)
         view["c"] = _compact(
             {
                 "r": round4(row.get("r")),
