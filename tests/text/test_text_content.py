@@ -96,6 +96,7 @@ def test_curly_and_straight_apostrophes_match() -> None:
         ("O’Neill won the seat.", "Did O'Neill win?", ["seat"]),  # an irregular past
         ("They studied proteins.", "What does the lab study?", ["proteins"]),
         ("The Biology museum.", "What about biologists?", ["Biology", "museum"]),  # no derivation
+        ("It was the tallest tower.", "How tall was it?", ["tallest", "tower"]),  # a degree says more
     ],
 )
 def test_a_question_word_in_another_inflection_is_a_repeat(

@@ -40,12 +40,13 @@ def _question_keys(question: str) -> set[str]:
     # Its lemmas ("l:" keys) drop the same word in another inflection ("build" in the question, "builds"
     # in the answer): the question primes it with and without the context alike, so its contrast is
     # near zero and, were it scored, it would count as an unsupported word the context never had to state.
+    # Only the endings grammar forces: "tallest" answering "how tall" says more than the question.
     keys: set[str] = set()
     for word in split_words(question):
         norm = normalize_word(word.text)
         keys.add(norm)
         keys.add(_strip_possessive(norm))
-        keys.update("l:" + lemma for lemma in lemmas(_strip_possessive(norm)))
+        keys.update("l:" + lemma for lemma in lemmas(_strip_possessive(norm), degree=False))
     return keys
 
 
@@ -54,7 +55,7 @@ def _in_question(norm: str, question_keys: set[str]) -> bool:
     return (
         norm in question_keys
         or bare in question_keys
-        or any("l:" + lemma in question_keys for lemma in lemmas(bare))
+        or any("l:" + lemma in question_keys for lemma in lemmas(bare, degree=False))
     )
 
 

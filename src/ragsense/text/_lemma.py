@@ -103,15 +103,29 @@ def _strip(norm: str, suffix: str, takes_e: bool) -> set[str]:
     return out
 
 
+_DEGREE = ("er", "est", "ly")
+"""Endings that make another word of the same root (a comparative, a superlative, an adverb)."""
+
+
 @lru_cache(maxsize=65536)
-def lemmas(norm: str) -> frozenset[str]:
-    """Every lemma the normalized word ``norm`` (:func:`~ragsense.text.normalize_word`) may stand for."""
+def lemmas(norm: str, degree: bool = True) -> frozenset[str]:
+    """Every lemma the normalized word ``norm`` (:func:`~ragsense.text.normalize_word`) may stand for.
+
+    ``degree=False`` undoes only the endings grammar forces on a word (``-s``, ``-es``, ``-ed``,
+    ``-ing``, irregular pasts), not ``-er``, ``-est``, ``-ly``: "tallest" answering "how tall" says more
+    than the question does, while "builds" answering "what does it build on" only agrees with its subject.
+
+    >>> sorted(lemmas("tallest")), sorted(lemmas("tallest", degree=False))
+    (['tal', 'tall', 'talle', 'tallest'], ['tallest'])
+    """
     if len(norm) < _SHORT_LEMMA:
         return frozenset({norm})  # itself, so "went" (lemma "go") meets "go"
     out = {norm}
     if norm in IRREGULAR_BASE:
         out.add(IRREGULAR_BASE[norm])
     for suffix, takes_e in _SUFFIXES:
+        if not degree and suffix in _DEGREE:
+            continue
         if norm.endswith(suffix) and len(norm) > len(suffix):
             out |= _strip(norm, suffix, takes_e)
             if suffix in ("ies", "ied"):
