@@ -67,8 +67,9 @@ def content_words(answer: str, question: str | None) -> ContentSelection:
     on the question), else as ``"in_question"`` when it matches a question word: same word after
     case folding and reading ``’`` as ``'``, or the same once a trailing ``'s`` is removed from
     either side ("Baker's" matches "Baker" both ways), or a lemma in common by the rule of the lexical
-    evidence (:func:`~ragsense.text._lemma.lemmas`: "builds" matches "build", "built" matches "builds").
-    Nothing fuzzier: inflection only, so "biologist" does not match "biology".
+    evidence, grammatical endings only (:func:`~ragsense.text._lemma.lemmas` with ``degree=False``:
+    "builds" matches "build", "built" matches "builds", "tallest" does not match "tall"). Nothing
+    fuzzier: inflection only, so "biologist" does not match "biology".
 
     Fallback, for answers the filter would empty (short answers often only repeat the question, as
     "Paris." for "Is Paris the capital of France?"): every word of the answer is kept and
