@@ -149,7 +149,6 @@ def test_malformed_labels_are_row_errors_naming_row_and_field(
         {**good[0], "id": "no-label", "label": None},
         {**good[0], "id": "word", "label": "yes"},
         {**good[0], "id": "two", "label": 2},
-        {**good[0], "id": "bool", "label": True},
         {**good[0], "id": "nan", "consens": None},
         {**good[0], "id": "other-agg", "aggregation": OTHER_AGG},
     ]
@@ -158,11 +157,11 @@ def test_malformed_labels_are_row_errors_naming_row_and_field(
     out = tmp_path / "bands.json"
     assert calibrate(str(src), "-o", str(out)) == 3  # written from the good rows; the bad ones listed
     err = capsys.readouterr().err
-    for rid in ("no-label", "word", "two", "bool", "absent"):
+    for rid in ("no-label", "word", "two", "absent"):
         assert f"row {rid}, field 'label'" in err
     assert "row nan, field 'consens': expected a finite score" in err
     assert f"row other-agg, field 'aggregation': scored with {OTHER_AGG}" in err
-    assert Bands.load(out).fit["row_errors"] == 7 and Bands.load(out).fit["n"] == 60
+    assert Bands.load(out).fit["row_errors"] == 6 and Bands.load(out).fit["n"] == 60
 
 
 def test_an_existing_output_is_kept_without_overwrite(tmp_path: Path) -> None:
@@ -180,7 +179,7 @@ def test_too_few_labels_names_the_rows_left_out(tmp_path: Path, capsys: pytest.C
     assert calibrate(str(src), "-o", str(tmp_path / "b.json")) == 2
     err = capsys.readouterr().err
     assert "too few labelled rows" in err and "2 row(s) left out as unusable" in err
-    assert "field 'label': expected 1 (grounded) or 0 (not grounded), got 2" in err
+    assert "field 'label': expected grounded/1/true, ungrounded/0/false, unsure or refusal, got 2" in err
 
 
 @pytest.mark.parametrize(("flag", "value"), [("--target-precision", "0"), ("--folds", "1")])  # 1.5: argparse
@@ -302,19 +301,24 @@ def test_a_missing_bands_file_and_bands_without_consens_exit_2(
 
 @pytest.mark.model
 def test_calibrate_with_the_bundled_model(tmp_path: Path) -> None:
-    """Once on the real default model: rows scored through evaluate, finite edges, a usable file."""
+    """Once on the real default model, as a user labels a small set (words, a refusal labelled
+    grounded, the folds left to the data): rows scored through evaluate, finite edges, a usable file."""
     rows = [
-        {"id": f"g{k}", "question": q, "contexts": [c], "answer": a, "label": 1}
+        {"id": f"g{k}", "question": q, "contexts": [c], "answer": a, "label": "grounded"}
         for k, (q, c, a) in enumerate(FACTS)
     ] + [
-        {"id": f"u{k}", "question": q, "contexts": [c], "answer": wrong, "label": 0}
+        {"id": f"u{k}", "question": q, "contexts": [c], "answer": wrong, "label": "ungrounded"}
         for k, ((q, c, _), wrong) in enumerate(zip(FACTS, WRONG, strict=True))
     ]
+    rows.append({"id": "ref", "question": "What colour is it?", "contexts": CONTEXT, "label": "grounded",
+                 "answer": "The documents do not say what colour it is."})  # fmt: skip
     src = write_rows(tmp_path / "labelled.jsonl", rows)
     out = tmp_path / "bands.json"
-    assert calibrate(str(src), "-o", str(out), "--min-per-class", "5", "--folds", "2", "--threads", "1") == 0
+    args = ["-o", str(out), "--min-per-class", "5", "--min-called", "3", "--threads", "1"]
+    assert calibrate(str(src), *args) == 0
     bands = Bands.load(out)
-    assert bands.score == AGG and bands.fit["n"] == 12 and bands.fit["refusals_left_out"] == 0
+    assert bands.score == AGG and bands.fit["n"] == 12 and bands.fit["refusals_left_out"] == 1
+    assert bands.fit["folds"] == 5 and bands.fit["label_1"] == 6
     assert -1.0 <= bands.ungrounded_below <= bands.grounded_at
     # The file works where it is meant to: evaluate reads it back for the same aggregation.
     args = ["evaluate", str(src), "--no-store", "--table", "never", "--threads", "1", "--bands", str(out)]
@@ -338,3 +342,108 @@ WRONG = [
     "The capital is Osaka.",
     "Bees make silk from leaves.",
 ]
+
+
+# ----------------------------------------------------------------- a user's small labelled set (issue 37)
+
+
+def small_labelled_set(path: Path, grounded: Any = "grounded", ungrounded: Any = "ungrounded") -> Path:
+    """What the issue's user had: a handful of rows labelled in words, two of them correct refusals
+    labelled grounded (a good answer), unscored."""
+    rows = []
+    for k, (question, context, _answer) in enumerate(FACTS[:4]):
+        rows.append({"id": f"g{k}", "question": question, "contexts": [context], "answer": context,
+                     "label": grounded})  # fmt: skip
+        rows.append({"id": f"u{k}", "question": question, "contexts": [context], "answer": WRONG[k] +
+                     " It was painted green by Marie Curie in 1740.", "label": ungrounded})  # fmt: skip
+    for k in range(2):
+        rows.append({"id": f"ref{k}", "question": "What colour is the lighthouse?", "contexts": CONTEXT,
+                     "answer": "The documents do not say what colour it is.", "label": grounded})  # fmt: skip
+    return write_rows(path, rows)
+
+
+def test_a_small_labelled_set_works_on_the_first_try(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = small_labelled_set(tmp_path / "mine.jsonl")
+    out = tmp_path / "bands.json"
+    # 4 rows of each class: at the default precision and 5 rows per edge, no band can call anything.
+    assert calibrate(str(src), "-o", str(out), "--model", "fake", "--min-per-class", "3") == 2
+    captured = capsys.readouterr()
+    assert not out.exists()
+    # The counts are the fit's: the two refusals (labelled grounded) are left out and said so.
+    assert "from 8 of 10 rows" in captured.out and "4 grounded, 4 not" in captured.out
+    assert "left out: 2 verdict refusal, labelled grounded" in captured.out
+    assert "4 folds, chosen from the data" in captured.out  # not 5: a class has 4 rows
+    assert "no band reaches precision 0.9" in captured.err and "none were written" in captured.err
+    assert "The most these rows support (in-sample): grounded" in captured.err
+    # The per-edge minimum is a flag: with 3 rows per edge the same rows give bands.
+    assert (
+        calibrate(str(src), "-o", str(out), "--model", "fake", "--min-per-class", "3", "--min-called", "3")
+        == 0
+    )
+    bands = Bands.load(out)
+    assert (bands.fit["label_1"], bands.fit["label_0"], bands.fit["folds"]) == (4, 4, 4)
+    assert bands.fit["left_out"] == {"verdict refusal, labelled grounded": 2}
+    assert bands.fit["min_called"] == 3 and bands.fit["grounded"]["calls"]
+
+
+@pytest.mark.parametrize(("grounded", "ungrounded"), [(1, 0), ("1", "0"), (True, False), ("TRUE", "false")])
+def test_every_label_vocabulary_gives_the_same_fit(tmp_path: Path, grounded: Any, ungrounded: Any) -> None:
+    words, other = tmp_path / "words.json", tmp_path / "other.json"
+    base = ["--model", "fake", "--min-per-class", "3", "--min-called", "3"]
+    assert calibrate(str(small_labelled_set(tmp_path / "w.jsonl")), "-o", str(words), *base) == 0
+    src = small_labelled_set(tmp_path / "o.jsonl", grounded, ungrounded)
+    assert calibrate(str(src), "-o", str(other), *base) == 0
+    a, b = Bands.load(words), Bands.load(other)
+    assert (a.grounded_at, a.ungrounded_below, a.fit["label_1"]) == (b.grounded_at, b.ungrounded_below, 4)
+
+
+def test_rows_labelled_unsure_or_refusal_are_left_out_and_counted(tmp_path: Path) -> None:
+    rows = scored_rows(20)
+    rows += [{**rows[0], "id": "u", "label": "unsure"}, {**rows[1], "id": "r", "label": "refusal"}]
+    rows += [{**rows[2], "id": "v", "verdict": "refusal", "label": 0}]
+    src = write_rows(tmp_path / "labelled.jsonl", rows)
+    out = tmp_path / "bands.json"
+    assert calibrate(str(src), "-o", str(out), "--min-per-class", "10") == 0
+    fit = Bands.load(out).fit
+    assert fit["n"] == 40 and fit["row_errors"] == 0
+    assert fit["left_out"] == {
+        "labelled refusal": 1,
+        "labelled unsure": 1,
+        "verdict refusal, labelled ungrounded": 1,
+    }
+
+
+def test_too_few_rows_after_refusals_names_what_was_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Three rows labelled grounded, two of them refusals: the labels pass the count, the fit's rows do not.
+    rows = scored_rows(3)
+    for row in rows[:4:2]:
+        row["verdict"] = "refusal"
+    src = write_rows(tmp_path / "labelled.jsonl", rows)
+    assert calibrate(str(src), "-o", str(tmp_path / "b.json"), "--min-per-class", "2") == 2
+    err = capsys.readouterr().err
+    assert "1 grounded (label 1) and 3 not" in err
+    assert "after leaving out 2 verdict refusal, labelled grounded" in err
+
+
+def test_no_band_at_the_target_exits_2_and_says_what_the_rows_support(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Scores that separate the classes only so far: the best grounded edge is 4 of 5 (0.8).
+    scores = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0]
+    labels = [1, 0, 1, 1, 1, 0, 1, 0, 0, 0]
+    rows = [
+        {**scored_rows(1)[0], "id": f"r{k}", "consens": s, "label": y}
+        for k, (s, y) in enumerate(zip(scores, labels, strict=True))
+    ]
+    src = write_rows(tmp_path / "labelled.jsonl", rows)
+    out = tmp_path / "bands.json"
+    assert calibrate(str(src), "-o", str(out), "--min-per-class", "5") == 2
+    err = capsys.readouterr().err
+    assert "grounded 0.80 (4 of 5 rows)" in err and "rerun with --target-precision 0.8," in err
+    assert not out.exists()
+    assert calibrate(str(src), "-o", str(out), "--min-per-class", "5", "--target-precision", "0.8") == 0
+    assert Bands.load(out).fit["grounded"]["in_sample"]["precision"] == 0.8

@@ -135,7 +135,8 @@ def test_folds_are_stratified() -> None:
         ([0.5] * 40 + [-0.5] * 3, [1] * 40 + [0] * 3, {"min_per_class": 2, "folds": 5}, "folds", "3"),
         ([0.5, -0.5], [1, 2], {"min_per_class": 1}, "labels", "label 1 is 2"),
         ([0.5, math.nan], [1, 0], {"min_per_class": 1}, "scores", "nan"),
-        ([0.5, -0.5], [1, 0], {"min_per_class": 1, "folds": 1}, "folds", "between 2"),
+        ([0.5, 0.6, -0.5, -0.6], [1, 1, 0, 0], {"min_per_class": 1, "folds": 1}, "folds", "between 2"),
+        ([0.5, -0.5], [1, 0], {"min_per_class": 1}, "folds", "at least 2 rows of each class"),
         (
             [0.5] * 20 + [-0.5] * 20,
             [1] * 20 + [0] * 20,

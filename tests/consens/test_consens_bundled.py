@@ -88,3 +88,25 @@ def test_head_only_logprobs_match_the_full_forward_pass(gemma3, smollm2) -> None
         assert max(abs(a - b) for a, b in zip(ref, fast.logprobs, strict=True)) < 5e-4
         # The offsets reassemble the continuation.
         assert "".join(req.continuation[s:e] for s, e in fast.offsets).strip() == req.continuation.strip()
+
+
+def test_inflected_and_question_repeated_verbs_do_not_pull_a_grounded_answer_to_unsure() -> None:
+    """Issue 37: "builds on it" pulled a grounded answer to unsure. "builds" repeated the question's
+    "build" (scored, contrast near 0, unstated: 0.29 unsure before the fix), or answered a context that
+    says "built" (an irregular past the lemma rule did not undo: 0.38 unsure before the fix)."""
+    context = (
+        "AlphaFold 2 was released by DeepMind in 2020. It was built on the original AlphaFold system and "
+        "added an attention-based network."
+    )
+    rows = [
+        {"id": "question", "question": "What does AlphaFold 2 build on?", "contexts": [context],
+         "answer": "AlphaFold 2 builds on the original AlphaFold system."},
+        {"id": "built", "question": "How is AlphaFold 2 related to AlphaFold?", "contexts": [context],
+         "answer": "AlphaFold 2 builds on it and adds an attention-based network."},
+    ]  # fmt: skip
+    run = evaluate(rows, "consens", progress=False, store=False, model_options={"threads": 1})
+    for row in run.rows:
+        assert row["verdict"] == "grounded", (row["id"], row["consens"], row["words"])
+    words = {w["word"]: w["stated"] for w in run.rows[1]["words"]}
+    assert words["builds"] and words["adds"]  # "built" and "added" in the context
+    assert "builds" not in {w["word"] for w in run.rows[0]["words"]}  # a question repeat, not scored

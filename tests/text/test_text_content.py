@@ -78,8 +78,31 @@ def test_question_match_is_case_insensitive_and_exact() -> None:
 
 
 def test_curly_and_straight_apostrophes_match() -> None:
-    selection = content_words("O’Neill won.", "Did O'Neill win?")
-    assert kept(selection) == ["won"]
+    selection = content_words("O’Neill lost.", "Did O'Neill win?")
+    assert kept(selection) == ["lost"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "question", "scored"),
+    [
+        # Issue 37: "builds" scored beside the question's "build" read as an unstated word and pulled a
+        # grounded answer to unsure; the question's word in another inflection is a repeat.
+        (
+            "AlphaFold 2 builds on the original system.",
+            "What does AlphaFold 2 build on?",
+            ["original", "system"],
+        ),
+        ("It was completed in 1889.", "When did they complete it?", ["1889"]),
+        ("O’Neill won the seat.", "Did O'Neill win?", ["seat"]),  # an irregular past
+        ("They studied proteins.", "What does the lab study?", ["proteins"]),
+        ("The Biology museum.", "What about biologists?", ["Biology", "museum"]),  # no derivation
+        ("It was the tallest tower.", "How tall was it?", ["tallest", "tower"]),  # a degree says more
+    ],
+)
+def test_a_question_word_in_another_inflection_is_a_repeat(
+    answer: str, question: str, scored: list[str]
+) -> None:
+    assert kept(content_words(answer, question)) == scored
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,18 @@
 """``ragsense calibrate LABELED -o bands.json``: ConSens verdict bands fitted on the user's labelled rows.
 
-Each row carries a ``label``: 1 when its answer is grounded in its context, 0 when it is not. Rows
-that already carry the score (an ``evaluate`` or ``grounding`` output) are read as they are; other
-rows are scored first through :func:`ragsense.evaluate`, the same path every scoring command takes.
-Refusals are left out of the fit (their verdict does not depend on the bands) and counted. The fit
-itself is :func:`ragsense.consens.calibrate_bands`; this module reads rows and prints.
+Each row carries a ``label`` (or ``expected``): grounded (``1``, ``true``, ``grounded``) when its answer
+is grounded in its context, ungrounded (``0``, ``false``, ``ungrounded``) when it is not
+(:func:`ragsense.data.label_verdict`). Rows that already carry the score (an ``evaluate`` or
+``grounding`` output) are read as they are; other rows are scored first through
+:func:`ragsense.evaluate`, the same path every scoring command takes. Rows the fit cannot use are left
+out and counted by reason: a refusal verdict (the bands do not decide it), a label ``unsure`` or
+``refusal``. The class counts are those of the rows the fit uses. The fit itself is
+:func:`ragsense.consens.calibrate_bands`; this module reads rows and prints.
 
 Exit codes: 0 the bands were written from every row; 3 written, but some rows had errors (each is
-listed, naming the row and field, and left out); 2 a usage error, or a class with fewer than
-``--min-per-class`` rows (nothing is written).
+listed, naming the row and field, and left out); 2 a usage error, a class with fewer than
+``--min-per-class`` rows, or no edge reaching the target precision on either side (nothing is
+written; the precision the rows support is printed).
 """
 
 from __future__ import annotations
@@ -17,15 +21,18 @@ import argparse
 import dataclasses
 import json
 import math
+import sys
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ragsense.cli._common import add_aggregation_option, add_model_options, model_spec_from_args
 from ragsense.cli._numbers import positive_int, unit_interval
-from ragsense.cli._run import EXIT_OK, EXIT_ROW_ERRORS
+from ragsense.cli._run import EXIT_OK, EXIT_ROW_ERRORS, EXIT_USAGE
 from ragsense.consens import (
     DEFAULT_FOLDS,
+    DEFAULT_MIN_CALLED,
     DEFAULT_MIN_PER_CLASS,
     DEFAULT_TARGET_PRECISION,
     Aggregation,
@@ -33,7 +40,7 @@ from ragsense.consens import (
     calibrate_bands,
     check_classes,
 )
-from ragsense.data import RagRow, read_rows
+from ragsense.data import RagRow, label_field, label_verdict, read_rows
 from ragsense.errors import InputError, ParameterError
 from ragsense.tables import echo, render_table
 
@@ -48,24 +55,32 @@ def add_parser(sub: Any) -> None:
         help="fit the ConSens verdict bands on your own labelled rows (a file for --bands)",
         description=(
             "Fit where a ConSens score becomes 'grounded' and 'ungrounded' on rows you labelled "
-            "(a 'label' column: 1 grounded, 0 not), for a target precision of each verdict, and write "
-            "them to a bands file that evaluate and grounding read with --bands FILE. Rows that "
-            "already carry the score (an evaluate output) are not scored again. Prints the in-sample and "
-            "cross-validated precision and coverage of each verdict with 95% intervals (docs/calibrate.md). "
-            "Exit codes: 0 written; 3 written, some rows had errors (listed, left out); 2 usage error or "
-            "too few rows of a class (nothing written)."
+            "(a 'label' or 'expected' column: grounded/1/true, ungrounded/0/false), for a target "
+            "precision of each verdict, and write them to a bands file that evaluate and grounding read "
+            "with --bands FILE. Rows that already carry the score (an evaluate output) are not scored "
+            "again. Prints the in-sample and cross-validated precision and coverage of each verdict with "
+            "95% intervals (docs/calibrate.md). Exit codes: 0 written; 3 written, some rows had errors "
+            "(listed, left out); 2 usage error, too few rows of a class, or no edge reaches the target "
+            "precision (nothing written; the precision the rows support is printed)."
         ),
     )
     parser.add_argument("input", metavar="LABELED", help="labelled rows: .jsonl, .json, .csv or .parquet")
     parser.add_argument("-o", "--output", required=True, help="the bands file to write (JSON)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-    numbers: list[tuple[str, Callable[[str], float], float, str]] = [
+    numbers: list[tuple[str, Callable[[str], float], float | None, str]] = [
         ("--target-precision", unit_interval, DEFAULT_TARGET_PRECISION, "precision each verdict must reach"),
-        ("--folds", positive_int, DEFAULT_FOLDS, "cross-validation folds"),
+        (
+            "--folds",
+            positive_int,
+            None,
+            f"cross-validation folds (default: {DEFAULT_FOLDS}, or the smaller class's row count if fewer)",
+        ),
         ("--min-per-class", positive_int, DEFAULT_MIN_PER_CLASS, "refuse with fewer rows of either class"),
+        ("--min-called", positive_int, DEFAULT_MIN_CALLED, "the fewest rows an edge may call"),
     ]
     for flag, kind, default, what in numbers:
-        parser.add_argument(flag, type=kind, default=default, help=f"{what} (default {default})")
+        shown = what if default is None else f"{what} (default {default})"
+        parser.add_argument(flag, type=kind, default=default, help=shown)
     parser.add_argument(
         "--metric", choices=["consens"], default="consens", help="the score to calibrate (default consens)"
     )
@@ -74,29 +89,26 @@ def add_parser(sub: Any) -> None:
     parser.set_defaults(run=run_calibrate)
 
 
-def label_of(record: Mapping[str, Any], where: int | str) -> int:
-    """The row's label, 1 or 0 (CSV gives ``"1"``); anything else is an InputError naming the row.
+def label_of(record: Mapping[str, Any], where: int | str) -> int | None:
+    """The row's label for the fit: 1 grounded, 0 not, None for a row labelled ``unsure`` or ``refusal``
+    (left out: the bands decide neither); a missing or unknown label is an InputError naming the row.
 
-    >>> label_of({"label": "1"}, 3), label_of({"label": 0.0}, 4)
-    (1, 0)
-    >>> label_of({"label": "yes"}, 5)
+    >>> label_of({"label": "1"}, 3), label_of({"label": 0.0}, 4), label_of({"expected": "grounded"}, 5)
+    (1, 0, 1)
+    >>> label_of({"label": "true"}, 6), label_of({"label": "unsure"}, 7)
+    (1, None)
+    >>> label_of({"label": "yes"}, 8)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ragsense.errors.InputError: row 5, field 'label': expected 1 (grounded) or 0 (not grounded), got 'yes'
+    ragsense.errors.InputError: row 8, field 'label': expected grounded/1/true, ... got 'yes'
     """
-    if "label" not in record or record["label"] is None or record["label"] == "":
-        raise InputError("missing; label each row 1 (grounded) or 0 (not grounded)", row=where, field="label")
-    value = record["label"]
-    number: float | None = None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        number = float(value)
-    elif isinstance(value, str) and value.strip() in ("0", "1"):
-        number = float(value.strip())
-    if number not in (0.0, 1.0):
+    name = label_field(record)
+    if name is None:
         raise InputError(
-            f"expected 1 (grounded) or 0 (not grounded), got {value!r}", row=where, field="label"
+            "missing; label each row grounded (1, true) or ungrounded (0, false)", row=where, field="label"
         )
-    return int(number == 1.0)
+    verdict = label_verdict(record[name], row=where, field=name)
+    return {"grounded": 1, "ungrounded": 0}.get(str(verdict))
 
 
 def score_of(record: Mapping[str, Any], aggregation: str, where: int | str) -> float:
@@ -179,14 +191,18 @@ def _score(args: argparse.Namespace, path: str) -> list[dict[str, Any]]:
     return list(evaluate(path, [metric], desc="calibrate", store=None).rows)
 
 
+LABELLED_AS = {None: "labelled unsure or refusal", 1: "labelled grounded", 0: "labelled ungrounded"}
+
+
 def _fit_inputs(
     records: Sequence[Mapping[str, Any]], problems: list[InputError | None], aggregation: str
-) -> tuple[list[float], list[int], int]:
-    """Scores and labels of the usable rows (refusals left out and counted); ``problems`` is filled in
-    with each other row's error."""
+) -> tuple[list[float], list[int], Counter[str]]:
+    """Scores and labels of the rows the fit uses, and why each other usable row was left out (a
+    refusal verdict, counted by its label, or a label the bands cannot fit); ``problems`` is filled in
+    with each unusable row's error."""
     scores: list[float] = []
     labels: list[int] = []
-    refusals = 0
+    left_out: Counter[str] = Counter()
     for index, record in enumerate(records):
         if problems[index] is not None:
             continue
@@ -197,13 +213,21 @@ def _fit_inputs(
                 raise failed
             label = label_of(record, where)
             if _is_refusal(record):
-                refusals += 1
+                left_out[f"verdict refusal, {LABELLED_AS[label]}"] += 1
+                continue
+            if label is None:
+                left_out[f"labelled {label_verdict(record[str(label_field(record))])}"] += 1
                 continue
             scores.append(score_of(record, aggregation, where))
             labels.append(label)
         except InputError as exc:
             problems[index] = exc
-    return scores, labels, refusals
+    return scores, labels, left_out
+
+
+def left_out_text(left_out: Mapping[str, int]) -> str:
+    """``2 verdict refusal, labelled grounded; 1 labelled unsure`` (or ``none``)."""
+    return "; ".join(f"{n} {why}" for why, n in sorted(left_out.items())) or "none"
 
 
 def fmt_share(figures: Mapping[str, Any], key: str) -> str:
@@ -245,6 +269,13 @@ def fit_table(bands: Bands) -> str:
     return render_table(headers, rows, [10, 12, 18, 18, 22, 18])
 
 
+def supported_text(figures: Mapping[str, Any] | None) -> str:
+    """``0.83 (5 of 6 rows)``, or a word when no edge calls enough rows."""
+    if figures is None:
+        return "none (no edge calls enough rows)"
+    return f"{figures['precision']:.2f} ({figures['correct']} of {figures['called']} rows)"
+
+
 def _notes(bands: Bands) -> list[str]:
     fit = bands.fit
     notes = []
@@ -252,11 +283,40 @@ def _notes(bands: Bands) -> list[str]:
         if not fit[side]["calls"]:
             notes.append(
                 f"note: no {side} edge reaches precision {fit['target_precision']} on these rows with at "
-                f"least {fit['min_called']} rows called; these bands never say '{side}'"
+                f"least {fit['min_called']} rows called (the most these rows support: "
+                f"{supported_text(fit[side]['supported_precision'])}); these bands never say '{side}'"
             )
     if fit["clipped"]:
         notes.append("note: the two edges crossed; ungrounded_below was clipped down to grounded_at")
     return notes
+
+
+def _nothing_called(bands: Bands) -> str:
+    """Why no bands file is written: neither side reaches the target, and what the rows support."""
+    fit = bands.fit
+    best = [fit[side]["supported_precision"] for side in ("grounded", "ungrounded")]
+    reachable = [b["precision"] for b in best if b is not None and b["precision"] > 0]
+    # Rounded down, so that the suggested target is one an edge reaches.
+    hint = f"rerun with --target-precision {math.floor(max(reachable) * 100) / 100:g}, " if reachable else ""
+    return (
+        f"no band reaches precision {fit['target_precision']} on these {fit['n']} rows with at least "
+        f"{fit['min_called']} rows called: bands from them would never call anything, so none were "
+        f"written. The most these rows support (in-sample): grounded {supported_text(best[0])}, "
+        f"ungrounded {supported_text(best[1])}. To go on: {hint}label more rows, or lower --min-called."
+    )
+
+
+def _check_fit_classes(labels: Sequence[int], min_per_class: int, left_out: Mapping[str, int]) -> None:
+    """Refuse too few rows of a class among those the fit uses, naming what was left out."""
+    try:
+        check_classes(sum(labels), len(labels) - sum(labels), min_per_class)
+    except ParameterError as exc:
+        if not left_out:
+            raise
+        raise ParameterError(
+            f"{exc.reason}; counted on the rows the fit uses, after leaving out {left_out_text(left_out)}",
+            parameter=exc.parameter,
+        ) from exc
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
@@ -269,13 +329,16 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise ParameterError(
             f"must be in (0, 1], got {args.target_precision}", parameter="--target-precision"
         )
-    if args.folds < 2:
+    if args.folds is not None and args.folds < 2:
         raise ParameterError(f"must be at least 2, got {args.folds}", parameter="--folds")
     records, problems = _read(args.input)
-    # Refuse too few labels before any model loads; refusals found by scoring can only lower the counts.
-    labelled = [label_of(r, i) for i, (r, p) in enumerate(zip(records, problems, strict=True)) if p is None]
+    # Refuse too few labels before any model loads: an upper bound, since scoring can find refusals.
+    labelled = [
+        label_of(r, _where(r, i)) for i, (r, p) in enumerate(zip(records, problems, strict=True)) if p is None
+    ]
+    binary = [y for y in labelled if y is not None]
     try:
-        check_classes(sum(labelled), len(labelled) - sum(labelled), args.min_per_class)
+        check_classes(sum(binary), len(binary) - sum(binary), args.min_per_class)
     except ParameterError as exc:
         unusable = [p for p in problems if p is not None]
         if not unusable:
@@ -288,28 +351,43 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if not any(SCORE_FIELD in r for r in records):
         # The spine's rows are the input's, in order; rows it could not parse carry their error.
         records = _score(args, args.input)
-    scores, labels, refusals = _fit_inputs(records, problems, aggregation)
+    scores, labels, left_out = _fit_inputs(records, problems, aggregation)
+    _check_fit_classes(labels, args.min_per_class, left_out)
     settings = {
         "target_precision": args.target_precision,
         "folds": args.folds,
         "min_per_class": args.min_per_class,
+        "min_called": args.min_called,
     }
     origin = f"ragsense calibrate {args.input} ({len(records)} rows)"
+    refusals = sum(n for why, n in left_out.items() if why.startswith("verdict refusal"))
     bands = calibrate_bands(scores, labels, score=aggregation, origin=origin, refusals=refusals, **settings)
     errors = [p for p in problems if p is not None]
-    fit = {**bands.fit, "input": str(args.input), "input_rows": len(records), "row_errors": len(errors)}
+    fit = {
+        **bands.fit,
+        "left_out": dict(sorted(left_out.items())),
+        "input": str(args.input),
+        "input_rows": len(records),
+        "row_errors": len(errors),
+    }
     bands = dataclasses.replace(bands, fit=fit)
-    bands.save(output, overwrite=True)  # --overwrite was checked before any row was scored
+    chosen = "" if args.folds is not None else ", chosen from the data"
     print(
         f"ConSens {aggregation} bands from {len(scores)} of {len(records)} rows of {args.input} "
-        f"({bands.fit['label_1']} grounded, {bands.fit['label_0']} not; refusals left out: {refusals}; "
-        f"row errors: {len(errors)}), target precision {args.target_precision}"
+        f"({fit['label_1']} grounded, {fit['label_0']} not; left out: {left_out_text(left_out)}; "
+        f"row errors: {len(errors)}), target precision {args.target_precision}, "
+        f"{fit['folds']} folds{chosen}"
     )
     print(fit_table(bands))
-    lines = _notes(bands)
-    lines += [f"row error: {e}" for e in errors[:ERRORS_SHOWN]]
+    lines = [f"row error: {e}" for e in errors[:ERRORS_SHOWN]]
     if len(errors) > ERRORS_SHOWN:
         lines.append(f"... and {len(errors) - ERRORS_SHOWN} more row errors")
+    if not (fit["grounded"]["calls"] or fit["ungrounded"]["calls"]):
+        lines.append(f"ragsense calibrate: {_nothing_called(bands)}")
+        print("\n".join(lines), file=sys.stderr)
+        return EXIT_USAGE
+    lines = _notes(bands) + lines
+    bands.save(output, overwrite=True)  # --overwrite was checked before any row was scored
     lines.append(f"wrote {output} (use it with --bands {output})")
     echo(*lines)
     return EXIT_ROW_ERRORS if errors else EXIT_OK

@@ -10,14 +10,18 @@ from typing import Any
 from ragsense.cli._common import add_consens_options, model_spec_from_args
 from ragsense.cli._numbers import non_negative_float, positive_int
 from ragsense.cli._run import (
+    LABEL,
     Columns,
     UsageExit,
     add_run_options,
     error_text,
     fmt,
+    label_cell,
     question_of,
     row_id,
     run_command,
+    top_document_cell,
+    weakest_cell,
 )
 from ragsense.errors import ParameterError
 from ragsense.evaluation import (
@@ -160,14 +164,10 @@ def metrics_from_args(args: argparse.Namespace) -> list[Metric]:
     return resolve_metrics(built, model=model, model_options=options)
 
 
-EXPECTED = "expected"
-"""An input column holding the verdict the user expects; the table prints it beside ragsense's."""
-
-
 def _columns(metrics: list[Metric]) -> Columns:
     columns: list[tuple[str, int, Any]] = [
         ("id", 14, row_id),
-        ("question", 30, question_of),
+        ("question", 26, question_of),
     ]
     for metric in metrics:
         for key in metric.scores:
@@ -179,9 +179,15 @@ def _columns(metrics: list[Metric]) -> Columns:
             )
         if metric.verdict is not None:
             columns.append((metric.verdict, 10, lambda r, k=metric.verdict: fmt(r.get(k))))
-    # A labelled input (the bundled sample has one) shows its expected verdict beside ours, so agreement
+        # Why: the words the context does not state, and with attribution the document the answer
+        # rests on most (the same evidence the guard, the pytest plug-in and the report give).
+        if "words" in metric.fields:
+            columns.append(("weakest words", 22, weakest_cell))
+        if "top_document" in metric.fields:
+            columns.append(("top doc", 10, top_document_cell))
+    # A labelled input (the bundled sample has one) shows its label beside our verdict, so agreement
     # and disagreement can be read at a glance; render() drops the column when no row has the field.
-    columns.append((EXPECTED, 10, lambda r: "" if r.get(EXPECTED) is None else str(r[EXPECTED])))
+    columns.append((LABEL, 10, label_cell))
     columns.append(("errors", 18, lambda r: error_text(r) or ""))
     return columns
 

@@ -15,6 +15,8 @@ from ragsense.cli._run import (
     question_of,
     row_id,
     run_command,
+    top_document_cell,
+    weakest_cell,
 )
 from ragsense.consens import ConSens
 
@@ -47,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         ("answer", 44, answer_of),
         ("consens", 7, lambda r: fmt(r.get("consens"), signed=True)),
         ("verdict", 16, lambda r: error_text(r) or r["verdict"]),
+        ("weakest words", 22, weakest_cell),
     ]
     if args.attribution:
-        columns.append(("top doc", 7, lambda r: fmt(r.get("top_document"))))
+        columns.append(("top doc", 10, top_document_cell))
     return run_command(args, "grounding", [metric], columns)

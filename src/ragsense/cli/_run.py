@@ -24,7 +24,8 @@ from typing import Any
 
 from ragsense.cli._common import add_model_options
 from ragsense.cli._numbers import positive_int
-from ragsense.data import sample_rows_path
+from ragsense.consens import weakest_words
+from ragsense.data import LABEL_FIELDS, label_field, sample_rows_path, shown_label
 from ragsense.evaluation import (
     DEFAULT_CHUNK_SIZE,
     EngineSpec,
@@ -189,13 +190,50 @@ def fmt(value: Any, signed: bool = False) -> str:
     return str(value)
 
 
+WEAKEST_SHOWN = 3
+LABEL = "label"
+"""The header of the column of the user's own label; shown as the field it came from (``label`` or
+``expected``), only when some row has one."""
+
+
+def weakest_cell(record: dict[str, Any]) -> str:
+    """The answer words the context does not state among its weakest (:func:`weakest_words`' order,
+    the one of the guard, the pytest plug-in and the report), or nothing when it states them all."""
+    words = record.get("words")
+    if not isinstance(words, list) or not words:
+        return ""
+    return ", ".join(w["word"] for w in weakest_words(words, WEAKEST_SHOWN) if not w["stated"])
+
+
+def top_document_cell(record: dict[str, Any]) -> str:
+    """``[k] -0.31``: the top document's index and how much the score drops without it."""
+    top = record.get("top_document")
+    if not isinstance(top, int):
+        return "-"
+    drops = [d.get("drop") for d in record.get("attribution") or [] if d.get("index") == top]
+    return f"[{top}] {drops[0]:+.2f}" if drops and isinstance(drops[0], float) else f"[{top}]"
+
+
+def label_cell(record: dict[str, Any]) -> str:
+    """The row's own label read as a verdict (``1`` is ``grounded``), or as written when unreadable."""
+    return shown_label(record) or ""
+
+
 def render(records: Sequence[dict[str, Any]], columns: Columns) -> str:
-    # An optional input column (``expected``) is shown only when some row has it.
-    columns = [
-        c for c in columns if c[0] != "expected" or any(r.get("expected") is not None for r in records)
-    ]
-    rows = [[cell(r) for _, _, cell in columns] for r in records]
-    return render_table([h for h, _, _ in columns], rows, [w for _, w, _ in columns])
+    # Optional columns: the user's label only when some row has one (under its field's name), errors
+    # only when some row has them, so a clean run's table keeps its width for the evidence.
+    fields = [f for f in LABEL_FIELDS if any(label_field(r) == f for r in records)]
+    shown = []
+    for header, width, cell in columns:
+        if header == LABEL:
+            if not fields:
+                continue
+            header = "/".join(fields)
+        if header == "errors" and not any(error_text(r) for r in records):
+            continue
+        shown.append((header, width, cell))
+    rows = [[cell(r) for _, _, cell in shown] for r in records]
+    return render_table([h for h, _, _ in shown], rows, [w for _, w, _ in shown])
 
 
 def run_command(

@@ -97,7 +97,7 @@ def run_runs(args: argparse.Namespace) -> int:
             r.status,
             r.tag or "",
             _short_dataset(r.dataset),
-            ",".join(r.metric_names),
+            ",".join(r.metrics_run),
             str(r.n_rows),
             _means(r),
         ]

@@ -13,12 +13,15 @@ True
 
 from ragsense.consens._calibrate import (
     DEFAULT_FOLDS,
+    DEFAULT_MIN_CALLED,
     DEFAULT_MIN_PER_CLASS,
     DEFAULT_TARGET_PRECISION,
     calibrate_bands,
     check_classes,
+    choose_folds,
     grounded_edge,
     stratified_folds,
+    supported_precision,
     ungrounded_edge,
 )
 from ragsense.consens._evidence import FEATURES as EVIDENCE_FEATURES
@@ -86,6 +89,7 @@ __all__ = [
     "DEFAULT_AGGREGATION",
     "DEFAULT_BANDS",
     "DEFAULT_FOLDS",
+    "DEFAULT_MIN_CALLED",
     "DEFAULT_MIN_PER_CLASS",
     "DEFAULT_TARGET_PRECISION",
     "EVIDENCE_FEATURES",
@@ -115,6 +119,7 @@ __all__ = [
     "calibrate_bands",
     "check_bands",
     "check_classes",
+    "choose_folds",
     "consens_from_log_ppl",
     "consens_from_word_nll",
     "default_bands",
@@ -131,6 +136,7 @@ __all__ = [
     "row_features",
     "stratified_folds",
     "support_r",
+    "supported_precision",
     "ungrounded_edge",
     "verdict",
     "verdict_of",

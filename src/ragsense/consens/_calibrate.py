@@ -118,6 +118,55 @@ def ungrounded_edge(
     return None
 
 
+def supported_precision(
+    scores: Sequence[float], labels: Sequence[int], side: str, min_called: int = DEFAULT_MIN_CALLED
+) -> dict[str, Any] | None:
+    """The highest in-sample precision any ``side`` (``grounded`` or ``ungrounded``) edge reaches while
+    calling at least ``min_called`` rows: ``{"precision", "called", "correct"}``, None when no edge calls
+    that many. A target at or below it finds an edge; what a side that calls nothing can say instead.
+
+    >>> supported_precision([0.1, 0.2, 0.5, 0.8], [0, 1, 0, 1], "grounded", min_called=2)
+    {'precision': 0.6666666666666666, 'called': 3, 'correct': 2}
+    >>> supported_precision([0.1, 0.2, 0.5, 0.8], [0, 1, 1, 1], "ungrounded", min_called=2)
+    {'precision': 0.5, 'called': 2, 'correct': 1}
+    """
+    levels = _distinct(_sorted_pairs(scores, labels))
+    if side == "ungrounded":  # below an edge, counting label 0: the same walk from the other end
+        levels = [(-s, n, n - ones) for s, n, ones in reversed(levels)]
+    called, correct = len(scores), sum(y if side == "grounded" else 1 - y for y in labels)
+    best: dict[str, Any] | None = None
+    for _, n, ones in levels:
+        if called >= min_called and (best is None or correct * best["called"] > best["correct"] * called):
+            best = {"precision": correct / called, "called": called, "correct": correct}
+        called -= n
+        correct -= ones
+    return best
+
+
+def choose_folds(ones: int, zeros: int, folds: int | None = None) -> int:
+    """``folds`` when given (it must be 2 to the smaller class's row count), else chosen from the data:
+    :data:`DEFAULT_FOLDS`, or fewer when a class has fewer rows (every fold needs one of each).
+
+    >>> choose_folds(40, 30), choose_folds(3, 12), choose_folds(3, 12, folds=3)
+    (5, 3, 3)
+    """
+    smaller = min(ones, zeros)
+    if smaller < 2:
+        raise ParameterError(
+            f"cross-validation needs at least 2 rows of each class; {ones} grounded and {zeros} not",
+            parameter="folds",
+        )
+    if folds is None:
+        return min(DEFAULT_FOLDS, smaller)
+    if not 2 <= folds <= smaller:
+        raise ParameterError(
+            f"must be between 2 and the smaller class's row count ({smaller}), got {folds}; leave it out "
+            "to choose the folds from the data",
+            parameter="folds",
+        )
+    return folds
+
+
 def _edges(
     scores: Sequence[float], labels: Sequence[int], target: float, min_called: int
 ) -> tuple[float, float, bool, bool, bool]:
@@ -187,8 +236,8 @@ def check_classes(ones: int, zeros: int, min_per_class: int = DEFAULT_MIN_PER_CL
 
 
 def _check(
-    scores: Sequence[float], labels: Sequence[int], target: float, folds: int, min_per_class: int
-) -> tuple[int, int]:
+    scores: Sequence[float], labels: Sequence[int], target: float, folds: int | None, min_per_class: int
+) -> tuple[int, int, int]:
     if len(scores) != len(labels):
         raise ParameterError(f"{len(scores)} scores but {len(labels)} labels", parameter="labels")
     bad = next((i for i, y in enumerate(labels) if y not in (0, 1) or isinstance(y, bool)), None)
@@ -202,12 +251,7 @@ def _check(
     ones = sum(labels)
     zeros = len(labels) - ones
     check_classes(ones, zeros, min_per_class)
-    if not 2 <= folds <= min(ones, zeros):
-        raise ParameterError(
-            f"must be between 2 and the smaller class's row count ({min(ones, zeros)}), got {folds}",
-            parameter="folds",
-        )
-    return ones, zeros
+    return ones, zeros, choose_folds(ones, zeros, folds)
 
 
 def calibrate_bands(
@@ -216,7 +260,7 @@ def calibrate_bands(
     *,
     score: str,
     target_precision: float = DEFAULT_TARGET_PRECISION,
-    folds: int = DEFAULT_FOLDS,
+    folds: int | None = None,
     min_per_class: int = DEFAULT_MIN_PER_CLASS,
     min_called: int = DEFAULT_MIN_CALLED,
     seed: int = SEED,
@@ -226,7 +270,11 @@ def calibrate_bands(
     """:class:`Bands` for the ``score`` aggregation fitted on ``scores`` with ``labels`` (1 grounded,
     0 not), with their in-sample and cross-validated precision and coverage in ``fit``.
 
-    ``refusals``: how many refusal rows the caller left out (recorded, not used). Raises
+    ``folds``: cross-validation folds (default: chosen from the data, :func:`choose_folds`);
+    ``min_called``: the fewest rows an edge may call. A side that reaches ``target_precision`` at no
+    edge calls nothing; ``fit[side]["supported_precision"]`` then says what precision it can reach
+    (:func:`supported_precision`). ``refusals``: how many refusal rows the caller left out (recorded,
+    not used). Raises
     :class:`~ragsense.errors.ParameterError` when a class has fewer than ``min_per_class`` rows.
 
     >>> calibrate_bands([0.5] * 3 + [-0.5] * 30, [1] * 3 + [0] * 30, score="q25")  # doctest: +ELLIPSIS
@@ -234,7 +282,9 @@ def calibrate_bands(
     ...
     ragsense.errors.ParameterError: min_per_class: too few labelled rows to calibrate: 3 grounded ...
     """
-    ones, zeros = _check(scores, labels, target_precision, folds, min_per_class)
+    if min_called < 1:
+        raise ParameterError(f"must be at least 1, got {min_called}", parameter="min_called")
+    ones, zeros, folds = _check(scores, labels, target_precision, folds, min_per_class)
     n = len(scores)
     grounded_at, ungrounded_below, g_calls, u_calls, clipped = _edges(
         scores, labels, target_precision, min_called
@@ -262,11 +312,13 @@ def calibrate_bands(
         "clipped": clipped,
         "grounded": {
             "calls": g_calls,
+            "supported_precision": supported_precision(scores, labels, "grounded", min_called),
             "in_sample": _figures(g_n, g_ok, n),
             "cross_validated": _figures(pooled[0], pooled[1], n),
         },
         "ungrounded": {
             "calls": u_calls,
+            "supported_precision": supported_precision(scores, labels, "ungrounded", min_called),
             "in_sample": _figures(u_n, u_ok, n),
             "cross_validated": _figures(pooled[2], pooled[3], n),
         },

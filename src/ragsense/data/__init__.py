@@ -36,6 +36,7 @@ from ragsense.data._io import (
     write_csv,
     write_jsonl,
 )
+from ragsense.data._labels import LABEL_FIELDS, LABEL_VALUES, label_field, label_verdict, shown_label
 from ragsense.data._schema import ALIASES, RagRow, parse_row
 from ragsense.data._tabular import (
     arrow_column,
@@ -63,6 +64,8 @@ def sample_rows_path() -> Path:
 __all__ = [
     "ALIASES",
     "DATA_DIR_ENV",
+    "LABEL_FIELDS",
+    "LABEL_VALUES",
     "SUFFIXES",
     "FaithBenchItem",
     "HaluEvalItem",
@@ -76,6 +79,8 @@ __all__ = [
     "arrow_column",
     "default_data_dir",
     "dumps_json",
+    "label_field",
+    "label_verdict",
     "load_faithbench",
     "load_halueval",
     "load_pubmedqa",
@@ -90,6 +95,7 @@ __all__ = [
     "read_rows",
     "require_module",
     "sample_rows_path",
+    "shown_label",
     "write_csv",
     "write_jsonl",
     "write_parquet",

@@ -11,6 +11,7 @@ from typing import Any
 
 from ragsense.contract import Metric, is_refusal_row
 from ragsense.data import require_module
+from ragsense.evaluation._agreement import Agreement, agreement_of
 from ragsense.evaluation._outputs import check_output, save_rows
 from ragsense.evaluation._runner import RunStats
 from ragsense.stats import Share, format_share, mean_ci, shares_of
@@ -108,9 +109,11 @@ class MetricSummary:
     verdicts: dict[str, int] = field(default_factory=dict)
     verdict_shares: dict[str, Share] = field(default_factory=dict)
     refusals: int = 0
+    agreement: Agreement | None = None
+    """The verdicts against the rows' own labels (``label``/``expected``), when they carry any."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "n": self.n,
             "errors": self.errors,
             "refusals": self.refusals,
@@ -118,6 +121,9 @@ class MetricSummary:
             "scores": {k: {"n": s.n, "mean": s.mean, "ci95": list(s.ci95)} for k, s in self.scores.items()},
             "verdicts": dict(self.verdicts),
         }
+        if self.agreement is not None:
+            out["agreement"] = self.agreement.to_dict()
+        return out
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,8 @@ class Summary:
             if m.verdict_shares:
                 shares = "; ".join(f"{k} {format_share(v)}" for k, v in m.verdict_shares.items())
                 lines.append(f"  {m.name} verdicts: {shares}")
+            if m.agreement is not None:
+                lines.extend(m.agreement.lines(m.name))
             parts = [f"{m.name}: n={m.n}"]
             for key, s in m.scores.items():
                 parts.append(f"{key} {s.mean:+.3f} [{s.ci95[0]:+.3f}, {s.ci95[1]:+.3f}]")
@@ -239,8 +247,16 @@ def summarize(rows: Sequence[Mapping[str, Any]], metrics: Sequence[MetricInfo], 
             given = [str(r[info.verdict]) for r in scored if r.get(info.verdict) is not None]
             verdicts = dict(sorted(Counter(given).items()))
             shares = shares_of(given, info.verdict_values) if given else {}
+        agreement = agreement_of(scored, info.verdict, info.verdict_values) if info.verdict else None
         out[info.name] = MetricSummary(
-            info.name, len(scored), sum(failed), scores, verdicts, shares, len(scored) - len(judged)
+            info.name,
+            len(scored),
+            sum(failed),
+            scores,
+            verdicts,
+            shares,
+            len(scored) - len(judged),
+            agreement,
         )
     return Summary(
         n_rows=len(rows),

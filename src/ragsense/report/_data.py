@@ -22,7 +22,9 @@ rf    1 when the row is a refusal (:func:`ragsense.contract.is_refusal_row` over
 e     errors: ``[metric, field, message]``
 w     scored words, flat: ``gap, length, nll_context, nll_empty`` per word (offsets into the answer,
       ``gap`` from the previous word's end; NLLs in thousandths of a nat); ``wn``: words left out;
-      ``ws``: the positions (among ``w``'s words) of the words the context states
+      ``ws``: the positions (among ``w``'s words) of the words the context states; ``ww``: those of
+      the weakest words, weakest first (:func:`weakest_positions`)
+ul    the row's own label (``label`` or ``expected``), read as a verdict
 c     ConSens details: ``r`` (``consens_raw``; ``r`` in older files), ``pc``/``pe`` (perplexity
       with/without context), ``g`` (aggregation), ``ba`` (score by aggregation), ``fb`` (fallback),
       ``tr``/``td`` (context truncated, tokens dropped), ``n`` (notes), ``m`` (model)
@@ -51,8 +53,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragsense.consens import ATTRIBUTION_FIELDS, CONSENS_FIELDS, LEGACY_RAW_FIELD, RAW_FIELD
+from ragsense.consens import ATTRIBUTION_FIELDS, CONSENS_FIELDS, LEGACY_RAW_FIELD, RAW_FIELD, weakest_words
 from ragsense.contract import is_refusal_row
+from ragsense.data import shown_label
 from ragsense.report._summary import row_errors, row_key
 from ragsense.report._texts import ReportLimits, cut, fair_cap, milli, round4, short_text
 
@@ -118,6 +121,31 @@ def _documents(row: Mapping[str, Any]) -> list[str]:
     return []
 
 
+WEAKEST = 5
+"""Weakest words named in a row's detail, as many as the guard and the pytest plug-in name."""
+
+
+def weakest_positions(drawn: Sequence[Mapping[str, Any]]) -> list[int] | None:
+    """The positions (among the drawn words) of the weakest words, in :func:`weakest_words`' order:
+    the one order of the guard, the pytest plug-in and the CLI.
+
+    >>> weakest_positions([{"word": "a", "start": 0, "end": 1, "nll_empty": 1.0, "nll_context": 3.0,
+    ...                     "stated": True},
+    ...                    {"word": "b", "start": 2, "end": 3, "nll_empty": 1.0, "nll_context": 1.5}])
+    [1, 0]
+    """
+    usable = [
+        (k, w)
+        for k, w in enumerate(drawn)
+        if isinstance(w.get("nll_empty"), int | float) and isinstance(w.get("nll_context"), int | float)
+    ]
+    if not usable:
+        return None
+    by_start = {(w["start"], w["end"]): k for k, w in usable}
+    ranked = weakest_words([w for _, w in usable], WEAKEST)
+    return [by_start[(w["start"], w["end"])] for w in ranked]
+
+
 def _compact(mapping: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in mapping.items() if v is not None and v != [] and v != {}}
 
@@ -171,6 +199,8 @@ class _Builder:
             # Which of the drawn words the context states (positions among them): never shaded red.
             drawn = [w for w in words if isinstance(w, dict | Mapping)][: len(view["w"]) // 4]
             view["ws"] = [k for k, w in enumerate(drawn) if w.get("stated") is True] or None
+            view["ww"] = weakest_positions(drawn)
+        view["ul"] = shown_label(row)
         view["c"] = _compact(
             {
                 "r": round4(row.get(RAW_FIELD, row.get(LEGACY_RAW_FIELD))),

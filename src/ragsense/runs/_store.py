@@ -143,6 +143,17 @@ class StoredRun:
     def metric_names(self) -> list[str]:
         return [str(m.get("name")) for m in self.metrics]
 
+    @property
+    def metrics_run(self) -> list[str]:
+        """The metrics as a user names them: ConSens run with attribution is ``consens`` and
+        ``attribution`` (one metric object computes both; ``--metrics consens,attribution``)."""
+        out: list[str] = []
+        for m in self.metrics:
+            out.append(str(m.get("name")))
+            if (m.get("settings") or {}).get("attribution") is True:
+                out.append("attribution")
+        return out
+
     def score_fields(self) -> list[str]:
         """Every numeric score field of the run's metrics, in metric order."""
         return [str(s) for m in self.metrics for s in m.get("scores", [])]

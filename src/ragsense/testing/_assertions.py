@@ -460,27 +460,25 @@ def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool) 
         return lines[0]
     lines.append(f"  question: {_short(row['question'])}")
     lines.append(f"  answer:   {_short(row['answer'])}")
-    # Words the context does not state first (a stated word counts as supported), then by contrast.
-    ranked = sorted(
-        (
-            (bool(w.get("stated", False)), float(w["nll_empty"]) - float(w["nll_context"]), w["word"])
-            for w in row.get("words") or []
-            if _is_number(w.get("nll_empty")) and _is_number(w.get("nll_context"))
-        ),
-        key=lambda item: (item[0], item[1]),
-    )
-    if ranked:
-        weakest = ranked[:WEAKEST_WORDS]
-        width = max(len(word) for _, _, word in weakest)
+    # The one order of ragsense.consens.weakest_words (the guard's, the CLI's, the report's): words the
+    # context does not state first (a stated word counts as supported), then by contrast.
+    from ragsense.consens import weakest_words
+
+    scored = [
+        w
+        for w in row.get("words") or []
+        if _is_number(w.get("nll_empty")) and _is_number(w.get("nll_context"))
+    ]
+    weakest = weakest_words(scored, WEAKEST_WORDS)
+    if weakest:
+        width = max(len(w["word"]) for w in weakest)
         lines.append(
             "  weakest words (contrast nll_empty - nll_context; <= 0: the context did not make the word "
             "more likely):"
         )
         # A stated word is marked: it counts as supported whatever its contrast.
-        lines.extend(
-            f"    {word:<{width}}  {contrast:+.2f}" + ("  stated in the context" if stated else "")
-            for stated, contrast, word in weakest
-        )
+        stated = {True: "  stated in the context", False: ""}
+        lines.extend(f"    {w['word']:<{width}}  {w['contrast']:+.2f}{stated[w['stated']]}" for w in weakest)
     attribution = row.get("attribution")
     if attribution:
         contexts = row.get("contexts") or []

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ragsense.text._closed_class import is_closed_class
+from ragsense.text._lemma import lemmas
 from ragsense.text._words import Word, normalize_word, split_words
 
 DropReason = Literal["closed_class", "in_question"]
@@ -36,12 +37,26 @@ def _strip_possessive(word: str) -> str:
 def _question_keys(question: str) -> set[str]:
     # Each question word also matches with its "'s" removed, so "Baker's" in the question drops
     # "Baker" in the answer; the answer side strips its own "'s" in content_words for the converse.
+    # Its lemmas ("l:" keys) drop the same word in another inflection ("build" in the question, "builds"
+    # in the answer): the question primes it with and without the context alike, so its contrast is
+    # near zero and, were it scored, it would count as an unsupported word the context never had to state.
+    # Only the endings grammar forces: "tallest" answering "how tall" says more than the question.
     keys: set[str] = set()
     for word in split_words(question):
         norm = normalize_word(word.text)
         keys.add(norm)
         keys.add(_strip_possessive(norm))
+        keys.update("l:" + lemma for lemma in lemmas(_strip_possessive(norm), degree=False))
     return keys
+
+
+def _in_question(norm: str, question_keys: set[str]) -> bool:
+    bare = _strip_possessive(norm)
+    return (
+        norm in question_keys
+        or bare in question_keys
+        or any("l:" + lemma in question_keys for lemma in lemmas(bare, degree=False))
+    )
 
 
 def content_words(answer: str, question: str | None) -> ContentSelection:
@@ -51,8 +66,10 @@ def content_words(answer: str, question: str | None) -> ContentSelection:
     ``"closed_class"`` when :func:`is_closed_class` says so (checked first, since it does not depend
     on the question), else as ``"in_question"`` when it matches a question word: same word after
     case folding and reading ``’`` as ``'``, or the same once a trailing ``'s`` is removed from
-    either side ("Baker's" matches "Baker" both ways). Nothing fuzzier: no stemming, so "biologist"
-    does not match "biology".
+    either side ("Baker's" matches "Baker" both ways), or a lemma in common by the rule of the lexical
+    evidence, grammatical endings only (:func:`~ragsense.text._lemma.lemmas` with ``degree=False``:
+    "builds" matches "build", "built" matches "builds", "tallest" does not match "tall"). Nothing
+    fuzzier: inflection only, so "biologist" does not match "biology".
 
     Fallback, for answers the filter would empty (short answers often only repeat the question, as
     "Paris." for "Is Paris the capital of France?"): every word of the answer is kept and
@@ -77,7 +94,7 @@ def content_words(answer: str, question: str | None) -> ContentSelection:
         norm = normalize_word(word.text)
         if is_closed_class(word.text):
             dropped.append((word, "closed_class"))
-        elif norm in question_keys or _strip_possessive(norm) in question_keys:
+        elif _in_question(norm, question_keys):
             dropped.append((word, "in_question"))
         else:
             kept_indices.append(index)

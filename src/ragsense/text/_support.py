@@ -6,9 +6,11 @@ counting such a word against the answer is wrong: the context says it. So every 
 matched against the context's words, with fixed rules and no model:
 
 * **exact**: the same word after case folding (``’`` read as ``'``), a trailing ``'s`` ignored;
-* **lemma**: the same stem after removing one common English inflection (``-s``, ``-es``, ``-ies``,
-  ``-ed``, ``-ing``, ``-er``, ``-est``, ``-ly``), stems of at least four characters, so "designs"
-  matches "designed" and "studies" matches "study", but "sing"/"sings" and "bed"/"bee" stay apart;
+* **lemma**: a lemma in common, each word's lemmas found by undoing English inflection by rule
+  (``-s``, ``-es``, ``-ies``, ``-ied``, ``-ed``, ``-ing`` with a lost ``e`` or a doubled consonant,
+  ``-er``, ``-est``, ``-ly``, and the common irregular verbs, :mod:`ragsense.text._lemma`), so
+  "designs" matches "designed", "succeeded" "succeed", "stopped" "stops", "built" "builds" and "studies"
+  "study", but "cared"/"car", "news"/"new" and "bed"/"bee" stay apart;
 * **number**: the same value once thousands separators are dropped ("1,000" is "1000", "3.50" is
   "3.5"), and the number words one to twenty as digits ("two" is "2");
 * **parts**: a hyphenated word whose every part is stated ("COVID-19" in "COVID 19").
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from ragsense.text._lemma import lemmas
 from ragsense.text._words import normalize_word, split_words
 
 _NUMBER_WORDS = {
@@ -33,9 +36,6 @@ _NUMBER_WORDS = {
         ]
     )
 }
-# Longest first, so "-ies" is tried before "-es" and "-s".
-_SUFFIXES = ("ies", "ing", "est", "es", "ed", "er", "ly", "s")
-_MIN_STEM = 4
 
 
 def _base(word: str) -> str:
@@ -57,15 +57,6 @@ def _number(norm: str) -> str | None:
     return plain.lstrip("0") or "0"
 
 
-def _stem(norm: str) -> str | None:
-    """``norm`` without one inflection, or None when no stem of four characters or more is left."""
-    for suffix in _SUFFIXES:
-        if norm.endswith(suffix) and len(norm) - len(suffix) >= _MIN_STEM:
-            stem = norm[: -len(suffix)]
-            return stem + "y" if suffix == "ies" else stem
-    return norm if len(norm) >= _MIN_STEM else None
-
-
 def _keys(word: str) -> set[str]:
     """Every key under which ``word`` can be matched."""
     norm = _base(word)
@@ -73,9 +64,7 @@ def _keys(word: str) -> set[str]:
     number = _number(norm)
     if number is not None:
         keys.add("n:" + number)
-    stem = _stem(norm)
-    if stem is not None:
-        keys.add("s:" + stem)
+    keys.update("s:" + lemma for lemma in lemmas(norm))
     return keys
 
 

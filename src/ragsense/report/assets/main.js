@@ -64,6 +64,7 @@ function sortValue(e, key) {
   if (key === "id") return e.key;
   if (key === "q") return e.q;
   if (key === "err") return e.errors;
+  if (key === "ul") return e.label;
   const m = /^([sv])(\d+)([abd]?)$/.exec(key);
   if (!m) return null;
   const i = +m[2];
@@ -113,6 +114,7 @@ function header() {
   const cols = [["pos", "#", "num"], ["id", "id", ""], ["q", "question", ""]];
   META.scores.forEach((s, i) => { cols.push(["s" + i, (DIFF ? "Δ " : "") + s.name, "num"]); });
   META.verdicts.forEach((v, i) => { cols.push(["v" + i, v, ""]); });
+  if (labelled()) cols.push(["ul", "label", ""]);
   cols.push(["err", "errors", "num"]);
   const key = STATE.sort || defaultSort();
   const tr = h("tr", null, cols.map(([k, label, cls]) => h("th", {class: cls || null, "data-sort": k,
@@ -148,6 +150,15 @@ function verdictCell(e, i) {
     : h("span", {class: "v " + vclass(v), text: v})]));
 }
 
+// The user's own label (label or expected), beside the verdicts, when any row carries one.
+let LABELLED = null;
+function labelled() { return LABELLED ?? (LABELLED = ENTRIES.some((e) => e.label != null)); }
+
+function labelCell(e) {
+  return h("td", null, e.label == null ? h("span", {class: "faint", text: "—"})
+    : h("span", {class: "v " + vclass(e.label), text: e.label}));
+}
+
 function renderTable() {
   const start = STATE.page * STATE.size;
   const page = FILTERED.slice(start, start + STATE.size);
@@ -158,6 +169,7 @@ function renderTable() {
     h("td", {class: "q"}, h("span", {class: "clip", text: e.q})),
     META.scores.map((_, i) => scoreCell(e, i)),
     META.verdicts.map((_, i) => verdictCell(e, i)),
+    labelled() ? labelCell(e) : null,
     h("td", {class: "num" + (e.errors ? " err-count" : " faint"), text: String(e.errors)})));
   $("rows-table").tBodies[0].replaceChildren(...body);
   const n = FILTERED.length, pages = Math.max(1, Math.ceil(n / STATE.size));
@@ -328,7 +340,7 @@ function makeEntries(data) {
     const views = raw.slice(1);
     const first = views.find((v) => v);
     const e = {key: raw[0], views, idx, pos: first.p == null ? idx : first.p, q: first.q || "",
-      errors: views.reduce((n, v) => n + (v?.e ? v.e.length : 0), 0)};
+      errors: views.reduce((n, v) => n + (v?.e ? v.e.length : 0), 0), label: first.ul ?? null};
     e.val = (r, i) => (views[r] ? views[r].s[i] : null);
     e.delta = (i) => {
       const a = e.val(0, i), b = e.val(1, i);

@@ -143,6 +143,14 @@ function wordView(view) {
   const box = h("div", {class: "answer text-block"}, nodes, view.an ? cutFlag(view.an - cp.length) : null);
   if (!cp.length) box.append(h("span", {class: "faint", text: "(no answer)"}));
   const notes = [];
+  // The weakest words in the one order of the guard, the pytest plug-in and the CLI: words the context
+  // does not state first, then by contrast.
+  const words = wordsOf(view);
+  const weakest = (view.ww || []).filter((k) => k < words.length).map((k) => {
+    const w = words[k];
+    return cp.slice(w.s, w.e).join("") + " " + (w.c == null ? "?" : fmtSigned(w.c)) + (w.stated ? " (stated)" : "");
+  });
+  if (weakest.length) notes.push("Weakest words, unstated first: " + weakest.join(", ") + ".");
   if (!view.w) notes.push("No word scores in this run (ConSens was not run on this row).");
   if (view.wn) notes.push(fmtInt(view.wn) + " scored words are not embedded (beyond the embedded text).");
   return h("div", null, box, notes.map((t) => h("p", {class: "muted", text: t})));
