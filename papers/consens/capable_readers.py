@@ -36,11 +36,11 @@ from typing import Any
 
 from papers.consens.grounding_default import BASELINES, Row, _auroc_ci, _row, _support_geomean
 from ragsense import evaluate
-from ragsense.consens import ConSens
+from ragsense.consens import ConSens, default_bands
 from ragsense.data import load_faithbench, load_halueval, load_pubmedqa, load_wikieval
 from ragsense.experiments import partial_context
 from ragsense.models import load_model
-from ragsense.stats import roc_auc
+from ragsense.stats import roc_auc, wilson_ci
 
 SETS = ("halueval", "wikieval", "faithbench", "pubmedqa")
 NAMES = {
@@ -96,45 +96,58 @@ def report_half(name: str) -> Iterator[list[Text]]:
     elif name == "faithbench":
         for f in load_faithbench():
             if f.passage % 2 == 1:
-                yield [Text(f.id, "result", f.label, f"f{f.passage}", FAITHBENCH_QUESTION, [f.source], f.summary)]
+                yield [
+                    Text(f.id, "result", f.label, f"f{f.passage}", FAITHBENCH_QUESTION, [f.source], f.summary)
+                ]
     else:
         raise SystemExit(f"unknown set {name!r}; one of {', '.join(SETS)}")
 
 
 def score(args: argparse.Namespace) -> dict[str, Any]:
+    """Score the set's report half in chunks of items, rewriting the output after each chunk, so a
+    run stopped at a deadline leaves the items it finished (and its summary says how many)."""
     items = list(report_half(args.set))[: args.limit]
-    texts = [t for item in items for t in item]
     model = load_model(args.model, threads=args.threads)
-    started = time.perf_counter()
-    run = evaluate(
-        [{"id": str(i), "question": t.question, "contexts": t.contexts, "answer": t.answer} for i, t in enumerate(texts)],
-        [ConSens(model)],
-        chunk_size=8,
-        progress=True,
-        desc=f"{args.set} {args.model}",
-    )
-    seconds = time.perf_counter() - started
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with gzip.open(out / f"{args.set}.jsonl.gz", "wt", encoding="utf-8") as fh:
+    lines: list[str] = []
+    started, cpu_started = time.perf_counter(), time.process_time()
+    summary: dict[str, Any] = {}
+    for first in range(0, len(items), args.every):
+        texts = [t for item in items[first : first + args.every] for t in item]
+        run = evaluate(
+            [
+                {"id": str(i), "question": t.question, "contexts": t.contexts, "answer": t.answer}
+                for i, t in enumerate(texts)
+            ],
+            [ConSens(model)],
+            chunk_size=8,
+        )
         for t, record in zip(texts, run.rows, strict=True):
             if record["errors"]:
                 raise SystemExit(f"{args.set} item {t.item} ({t.key}): {record['errors'][0]}")
             result = {k: record[k] for k in ("consens", "r", "verdict", "words", "truncated")}
             line = {"item": t.item, "key": t.key, "label": t.label, "group": t.group, "result": result}
-            fh.write(json.dumps(line, allow_nan=False) + "\n")
-    summary = {
-        "set": args.set,
-        "model": args.model,
-        "items": len(items),
-        "texts": len(texts),
-        "seconds": round(seconds, 1),
-        "rows_per_s": round(len(texts) / seconds, 3),
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        "threads": args.threads,
-        "command": " ".join(["python -m papers.consens.capable_readers", *sys.argv[1:]]),
-    }
-    (out / f"{args.set}.json").write_text(json.dumps(summary, indent=1) + "\n")
+            lines.append(json.dumps(line, allow_nan=False))
+        with gzip.open(out / f"{args.set}.jsonl.gz", "wt", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        summary = {
+            "set": args.set,
+            "model": args.model,
+            "items": min(first + args.every, len(items)),
+            "texts": len(lines),
+            "seconds": round(seconds, 1),
+            "cpu_seconds": round(cpu, 1),
+            "rows_per_s": round(len(lines) / seconds, 3),
+            # With one thread, texts per CPU-second is the rate on one idle core, whatever the load.
+            "rows_per_cpu_s": round(len(lines) / cpu, 3),
+            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "threads": args.threads,
+            "command": " ".join(["python -m papers.consens.capable_readers", *sys.argv[1:]]),
+        }
+        (out / f"{args.set}.json").write_text(json.dumps(summary, indent=1) + "\n")
+        print(json.dumps(summary), flush=True)
     return summary
 
 
@@ -176,6 +189,23 @@ def _auc(rows: list[Row], values: list[float]) -> dict[str, Any]:
     return {"auroc": round(roc_auc(pos, neg), 4), "ci95": _auroc_ci(rows, values)}
 
 
+def verdicts(rows: list[Row], values: list[float]) -> dict[str, Any]:
+    """The default bands (fitted on SmolLM2's development halves) on these rows: each verdict's
+    precision (grounded: label 1; ungrounded: label 0) and coverage, with Wilson intervals."""
+    bands = default_bands()
+    out: dict[str, Any] = {"bands": [bands.grounded_at, bands.ungrounded_below]}
+    for verdict, label in (("grounded", 1), ("ungrounded", 0)):
+        called = [r.label for r, v in zip(rows, values, strict=True) if bands.verdict(v) == verdict]
+        hits = sum(1 for y in called if y == label)
+        out[verdict] = {
+            "calls": len(called),
+            "precision": round(hits / len(called), 3) if called else None,
+            "precision_ci95": [round(x, 3) for x in wilson_ci(hits, len(called))] if called else None,
+            "coverage": round(len(called) / len(rows), 3),
+        }
+    return out
+
+
 def table(args: argparse.Namespace) -> dict[str, Any]:
     results, reference = Path(args.results), Path(args.reference)
     figures: dict[str, Any] = {}
@@ -192,7 +222,14 @@ def table(args: argparse.Namespace) -> dict[str, Any]:
         }
         for base in ("lexical_support", "answer_length", "similarity_max_chunk", "similarity_whole"):
             entry[base] = _auc(ours, [BASELINES[base](r) for r in ours])
-        entry["speed"] = {k: run[k] for k in ("rows_per_s", "peak_rss_mib", "threads", "seconds")}
+        entry["speed"] = {
+            k: run.get(k)
+            for k in ("model", "rows_per_s", "rows_per_cpu_s", "peak_rss_mib", "threads", "seconds")
+        }
+        entry["verdicts"] = {
+            run["model"]: verdicts(ours, [_support_geomean(r) for r in ours]),
+            "smollm2-135m": verdicts(theirs, [_support_geomean(r) for r in theirs]),
+        }
         figures[name] = entry
     if args.out:
         Path(args.out).write_text(json.dumps(figures, indent=1) + "\n")
@@ -201,14 +238,47 @@ def table(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def markdown(figures: dict[str, Any]) -> str:
-    columns = [k for k in next(iter(figures.values())) if k not in ("n_texts", "n_groups", "speed")]
+    skip = ("n_texts", "n_groups", "speed", "verdicts")
+    columns = [k for k in next(iter(figures.values())) if k not in skip]
     lines = [
         "| set (report half) | texts (groups) | " + " | ".join(columns) + " |",
         "|---|---|" + "---|" * len(columns),
     ]
     for name, entry in figures.items():
-        cells = [f"{entry[c]['auroc']:.3f} [{entry[c]['ci95'][0]:.2f}, {entry[c]['ci95'][1]:.2f}]" for c in columns]
-        lines.append(f"| {NAMES[name]} | {entry['n_texts']} ({entry['n_groups']}) | " + " | ".join(cells) + " |")
+        cells = [
+            f"{entry[c]['auroc']:.3f} [{entry[c]['ci95'][0]:.2f}, {entry[c]['ci95'][1]:.2f}]" for c in columns
+        ]
+        lines.append(
+            f"| {NAMES[name]} | {entry['n_texts']} ({entry['n_groups']}) | " + " | ".join(cells) + " |"
+        )
+    lines += [
+        "",
+        "| set (report half) | reader | `grounded` precision [95% CI] (coverage) | "
+        "`ungrounded` precision [95% CI] (coverage) |",
+        "|---|---|---|---|",
+    ]
+    for name, entry in figures.items():
+        for reader, v in entry["verdicts"].items():
+            cells = []
+            for verdict in ("grounded", "ungrounded"):
+                d = v[verdict]
+                if not d["calls"]:
+                    cells.append(f"- (0 calls, coverage {d['coverage']:.2f})")
+                    continue
+                lo, hi = d["precision_ci95"]
+                cells.append(f"{d['precision']:.2f} [{lo:.2f}, {hi:.2f}] ({d['coverage']:.2f})")
+            lines.append(f"| {NAMES[name]} | {reader} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "| set | reader | texts per CPU-second (1 thread) | texts/s (wall, shared CPU) | peak memory (MiB) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, entry in figures.items():
+        sp = entry["speed"]
+        lines.append(
+            f"| {NAMES[name]} | {sp['model']} | {sp['rows_per_cpu_s'] or '-'} | {sp['rows_per_s']:.3f} "
+            f"| {sp['peak_rss_mib']} |"
+        )
     return "\n".join(lines)
 
 
@@ -220,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--set", required=True, choices=SETS)
     s.add_argument("--limit", type=int, default=None, help="the first N items of the report half")
     s.add_argument("--threads", type=int, default=1)
+    s.add_argument("--every", type=int, default=4, help="items per chunk between writes (default 4)")
     s.add_argument("--out", required=True)
     t = sub.add_parser("table", help="the AUROC table from score's files (no model runs)")
     t.add_argument("results")

