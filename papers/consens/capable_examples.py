@@ -5,10 +5,13 @@ and pairs where it does not, from capable_readers.py's per-item files (no model 
 
 A pair is a grounded and an ungrounded text of one item (WikiEval, HaluEval, PubMedQA full vs partial).
 Lexical support *misses* a pair when it does not rank the grounded text above the other (a tie
-included). Among those, the reader *catches* the pair when its ``support`` ranks it right; the rest it
-misses too. Each pair prints both texts' scores and, for the lower text, its words the context does
-not state with the reader's likelihood contrast ``d`` (nats; > 0: the context made the word likelier),
-which is the per-word evidence ``support`` reads. The largest margins are shown first.
+included). Among those, the reader *catches* the pair when its score ranks it right; the rest it
+misses too. ``--score geometric`` (default) reads the reader's per-word evidence alone (the geometric
+mean of every word's contrast); ``--score support`` reads the shipped default, where a stated word
+counts as supported whatever the reader says, so it cannot overturn a pair whose words the context
+all states. Each pair prints both texts' scores and every scored word with the reader's likelihood
+contrast ``d`` (nats; > 0: the context made the word likelier; ``*``: the context states the word).
+The largest margins are shown first.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ import argparse
 from pathlib import Path
 
 from papers.consens.capable_readers import SETS, _records, report_half
-from papers.consens.grounding_default import BASELINES, Row, _row, _support_geomean
+from papers.consens.grounding_default import BASELINES, RULE_SCORES, Row, _row, _support_geomean
 
 
-def _unstated(row: Row, words: list[str]) -> str:
-    parts = [f"{w} ({d:+.1f})" for w, d, s in zip(words, row.contrasts, row.stated, strict=True) if not s]
-    return ", ".join(parts) or "(every scored word is stated)"
+def _evidence(row: Row, words: list[str]) -> str:
+    return ", ".join(
+        f"{w}{'*' if s else ''} ({d:+.1f})" for w, d, s in zip(words, row.contrasts, row.stated, strict=True)
+    )
 
 
 def pairs(results: Path) -> list[tuple[str, str, Row, Row, list[str], list[str], dict[str, str]]]:
@@ -51,12 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("results")
     parser.add_argument("--n", type=int, default=10)
+    parser.add_argument("--score", choices=("geometric", "support"), default="geometric")
     args = parser.parse_args(argv)
     lexical = BASELINES["lexical_support"]
+    reader = _support_geomean if args.score == "support" else RULE_SCORES["geometric"]
     catches, misses, lost = [], [], 0
     for name, item, g, u, gw, uw, info in pairs(Path(args.results)):
         lex_margin = lexical(g) - lexical(u)
-        margin = _support_geomean(g) - _support_geomean(u)
+        margin = reader(g) - reader(u)
         if lex_margin > 0:
             lost += margin <= 0
             continue
@@ -73,10 +79,10 @@ def main(argv: list[str] | None = None) -> int:
             for label, row, words in (("grounded", g, gw), ("other", u, uw)):
                 text = info[f"answer{1 if label == 'grounded' else 0}"].replace("\n", " ")
                 print(
-                    f"  {label:8s} support {_support_geomean(row):+.2f}, "
+                    f"  {label:8s} {args.score} {reader(row):+.2f}, support {_support_geomean(row):+.2f}, "
                     f"lexical {lexical(row):+.2f}: {text[:160]}"
                 )
-                print(f"           unstated: {_unstated(row, words)}")
+                print(f"           words: {_evidence(row, words)}")
             print()
     return 0
 

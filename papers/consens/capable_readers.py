@@ -34,13 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from papers.consens.grounding_default import BASELINES, Row, _auroc_ci, _row, _support_geomean
+from papers.consens.grounding_default import BASELINES, RULE_SCORES, Row, _auroc_ci, _row, _support_geomean
 from ragsense import evaluate
 from ragsense.consens import ConSens, default_bands
 from ragsense.data import load_faithbench, load_halueval, load_pubmedqa, load_wikieval
 from ragsense.experiments import partial_context
 from ragsense.models import load_model
-from ragsense.stats import roc_auc, wilson_ci
+from ragsense.stats import delong_paired, roc_auc, wilson_ci
 
 SETS = ("halueval", "wikieval", "faithbench", "pubmedqa")
 NAMES = {
@@ -219,9 +219,21 @@ def table(args: argparse.Namespace) -> dict[str, Any]:
             "n_groups": len({r.group for r in ours}),
             f"support ({run['model']})": _auc(ours, [_support_geomean(r) for r in ours]),
             "support (smollm2-135m)": _auc(theirs, [_support_geomean(r) for r in theirs]),
+            # The reader's evidence alone: the geometric mean of every word's contrast, no lexical floor.
+            f"geometric ({run['model']})": _auc(ours, [RULE_SCORES["geometric"](r) for r in ours]),
+            "geometric (smollm2-135m)": _auc(theirs, [RULE_SCORES["geometric"](r) for r in theirs]),
         }
         for base in ("lexical_support", "answer_length", "similarity_max_chunk", "similarity_whole"):
             entry[base] = _auc(ours, [BASELINES[base](r) for r in ours])
+        # DeLong on the same texts: the capable reader against SmolLM2 and against each trivial baseline.
+        labels = [r.label == 1 for r in ours]
+        capable = [_support_geomean(r) for r in ours]
+        others = {"support (smollm2-135m)": [_support_geomean(r) for r in theirs]}
+        others |= {b: [BASELINES[b](r) for r in ours] for b in ("lexical_support", "answer_length")}
+        entry["delong"] = {
+            k: {key: round(val, 4) for key, val in delong_paired(capable, v, labels).to_dict().items()}
+            for k, v in others.items()
+        }
         entry["speed"] = {
             k: run.get(k)
             for k in ("model", "rows_per_s", "rows_per_cpu_s", "peak_rss_mib", "threads", "seconds")
@@ -238,19 +250,23 @@ def table(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def markdown(figures: dict[str, Any]) -> str:
-    skip = ("n_texts", "n_groups", "speed", "verdicts")
+    skip = ("n_texts", "n_groups", "speed", "verdicts", "delong")
     columns = [k for k in next(iter(figures.values())) if k not in skip]
     lines = [
-        "| set (report half) | texts (groups) | " + " | ".join(columns) + " |",
-        "|---|---|" + "---|" * len(columns),
+        "| set (report half) | texts (groups) | "
+        + " | ".join(columns)
+        + " | capable reader minus (DeLong) |",
+        "|---|---|" + "---|" * (len(columns) + 1),
     ]
     for name, entry in figures.items():
         cells = [
             f"{entry[c]['auroc']:.3f} [{entry[c]['ci95'][0]:.2f}, {entry[c]['ci95'][1]:.2f}]" for c in columns
         ]
-        lines.append(
-            f"| {NAMES[name]} | {entry['n_texts']} ({entry['n_groups']}) | " + " | ".join(cells) + " |"
+        tests = "; ".join(
+            f"{d['difference']:+.3f} vs {k} (p {d['p_value']:.2g})" for k, d in entry["delong"].items()
         )
+        head = f"| {NAMES[name]} | {entry['n_texts']} ({entry['n_groups']}) | "
+        lines.append(head + " | ".join(cells) + f" | {tests} |")
     lines += [
         "",
         "| set (report half) | reader | `grounded` precision [95% CI] (coverage) | "
