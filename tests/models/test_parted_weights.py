@@ -132,3 +132,26 @@ def test_the_capable_extra_pins_every_part_at_its_version() -> None:
         assert weights is not None
         assert {f"{p.distribution}=={weights.version}" for p in weights.parts} <= pins
     assert not any("capable" in dep for dep in extras["all"])  # 1.6 GB: never pulled in by `all`
+
+
+def test_loading_a_model_with_a_missing_part_fails_before_any_conversion(
+    tmp_path: Path, weights: PartedWeights, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The load path itself (``converted_path``, which ``load_model`` calls) refuses, and leaves no
+    half-made model in the cache."""
+    from dataclasses import replace
+
+    from ragsense.models import converted_path
+
+    monkeypatch.setenv("RAGSENSE_CACHE_DIR", str(tmp_path / "cache"))
+    broken = PartedWeights(
+        weights.version,
+        (*weights.parts[:2], replace(weights.parts[2], module="ragsense_test_no_such_part")),
+        weights.size,
+        weights.sha256,
+    )
+    spec = replace(BUNDLED_MODELS["qwen2.5-coder-0.5b"], name="demo-reader", parts=broken)
+    monkeypatch.setitem(BUNDLED_MODELS, "demo-reader", spec)
+    with pytest.raises(BackendUnavailableError, match=r"missing: .*-part3.*ragsense\[capable\]"):
+        converted_path("demo-reader")
+    assert not any((tmp_path / "cache").rglob("*.safetensors"))
