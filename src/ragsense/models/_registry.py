@@ -3,6 +3,8 @@
 Model names:
 
 * ``smollm2-135m`` (default), ``gemma3-270m``: bundled models, transformers backend.
+* ``qwen2.5-coder-0.5b``, ``qwen2.5-coder-1.5b``: the capable readers (``ragsense[capable]``), loaded
+  the same way from pinned, checked weight packages.
 * ``transformers:PATH_OR_HUB_ID``: any causal LM through transformers (a hub id only from the local
   cache: ragsense never downloads at run time).
 * ``openai:MODEL`` with ``base_url=...``: an OpenAI-compatible server (vLLM, ``ragsense serve``, ...).
