@@ -50,16 +50,26 @@ from ragsense.consens._scorer import (
     default_bands,
     verdict,
 )
-from ragsense.consens._select import relevance_windows
+from ragsense.consens._select import (
+    AUTO_BUDGET,
+    AUTO_MIN_DOCUMENTS,
+    DEFAULT_CONTEXT_BUDGET,
+    ContextBudget,
+    relevance_windows,
+    row_budget,
+)
 from ragsense.consens._verdicts import BANDS_FORMAT, VERDICTS, Bands, resolve_bands, weakest_words
 
 __all__ = [
     "ATTRIBUTION_AGGREGATION",
     "ATTRIBUTION_FIELDS",
+    "AUTO_BUDGET",
+    "AUTO_MIN_DOCUMENTS",
     "BANDS_FORMAT",
     "CONSENS_FIELDS",
     "DEFAULT_AGGREGATION",
     "DEFAULT_BANDS",
+    "DEFAULT_CONTEXT_BUDGET",
     "DEFAULT_FOLDS",
     "DEFAULT_MIN_PER_CLASS",
     "DEFAULT_TARGET_PRECISION",
@@ -73,6 +83,7 @@ __all__ = [
     "Aggregation",
     "Bands",
     "ConSens",
+    "ContextBudget",
     "DocumentAttribution",
     "GroundingResult",
     "GroundingScorer",
@@ -92,6 +103,7 @@ __all__ = [
     "log_mean_perplexity",
     "relevance_windows",
     "resolve_bands",
+    "row_budget",
     "row_features",
     "stratified_folds",
     "support_r",
