@@ -34,14 +34,14 @@ CONTEXT_POLICIES = ("relevance", "tail")
 ContextBudget = int | Literal["auto", "window"] | None
 """A context budget: a number of model tokens for every row, ``"auto"`` (:func:`row_budget`), or
 ``"window"`` / ``None`` (the model window only: every context that fits is read whole)."""
-AUTO = "auto"
-WINDOW = "window"
+AUTO: Literal["auto"] = "auto"
+WINDOW: Literal["window"] = "window"
 DEFAULT_CONTEXT_BUDGET: ContextBudget = AUTO
 """The default context budget: ``"auto"``, the relevance window of :data:`AUTO_BUDGET` tokens for a
 context of :data:`AUTO_MIN_DOCUMENTS` or more documents, the model window for a single document. The
 one place every consumer's default comes from (``evaluate``, ``grounding``, the guard, the pytest
 plug-in, the framework evaluators, trace scoring all build ``ConSens()`` without a budget)."""
-AUTO_BUDGET = 256
+AUTO_BUDGET = 128
 """The relevance window's budget under ``"auto"``, chosen on development rows by the pre-registered
 rule of docs/results.md, "The default relevance window" (issue 40)."""
 AUTO_MIN_DOCUMENTS = 2
@@ -56,7 +56,7 @@ def check_context_budget(budget: ContextBudget) -> ContextBudget:
     >>> check_context_budget(0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ragsense.errors.ParameterError: context_budget: must be a positive number of tokens, 'auto', 'window' or None, got 0
+    ragsense.errors.ParameterError: context_budget: must be a positive number of tokens, 'auto', ... got 0
     """
     if budget in (AUTO, WINDOW) or budget is None:
         return budget
@@ -74,7 +74,7 @@ def row_budget(budget: ContextBudget, documents: int) -> int | None:
     window to a single document.
 
     >>> row_budget("auto", 1), row_budget("auto", 5), row_budget("window", 5), row_budget(64, 1)
-    (None, 256, None, 64)
+    (None, 128, None, 64)
     """
     if budget == AUTO:
         return AUTO_BUDGET if documents >= AUTO_MIN_DOCUMENTS else None
