@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ragsense.cli._numbers import non_negative_int, positive_int
+from ragsense.cli._numbers import context_budget, non_negative_int, positive_int
 from ragsense.consens import (
     AUTO_BUDGET,
     AUTO_MIN_DOCUMENTS,
     DEFAULT_AGGREGATION,
     DEFAULT_CONTEXT_BUDGET,
     Aggregation,
-    ContextBudget,
 )
 from ragsense.errors import ParameterError
 from ragsense.models import DEFAULT_MODEL, DEFAULT_PROMPT_CACHE_TOKENS, LanguageModel, shared_pool
@@ -102,22 +101,6 @@ def add_consens_options(parser: Parser, what: str) -> None:
             "single document whole; 'window': the model window only"
         ),
     )
-
-
-def context_budget(text: str) -> ContextBudget:
-    """``--context-budget``: a positive number of tokens, ``auto`` or ``window``.
-
-    >>> context_budget("auto"), context_budget("window"), context_budget("128")
-    ('auto', 'window', 128)
-    """
-    if text in ("auto", "window"):
-        return "auto" if text == "auto" else "window"
-    try:
-        return positive_int(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(
-            f"a positive number of tokens, 'auto' or 'window', got {text!r}"
-        ) from None
 
 
 def model_name_from_args(args: argparse.Namespace) -> str:
