@@ -44,7 +44,7 @@ def test_budget_keeps_the_relevant_documents_in_order_and_flags_the_row() -> Non
 
 
 def test_context_within_the_budget_is_scored_whole_and_unchanged() -> None:
-    whole = _score(DOCS)
+    whole = _score(DOCS, context_budget="window")  # the model window: these 136 tokens read whole
     assert not whole.truncated and whole.context_selection == "all"
     assert whole.kept_documents == [0, 1, 2, 3, 4]
     big = _score(DOCS, context_budget=4000)

@@ -5,8 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ragsense.cli._numbers import non_negative_int, positive_int
-from ragsense.consens import DEFAULT_AGGREGATION, Aggregation
+from ragsense.cli._numbers import context_budget, non_negative_int, positive_int
+from ragsense.consens import (
+    AUTO_BUDGET,
+    AUTO_MIN_DOCUMENTS,
+    DEFAULT_AGGREGATION,
+    DEFAULT_CONTEXT_BUDGET,
+    Aggregation,
+)
 from ragsense.errors import ParameterError
 from ragsense.models import DEFAULT_MODEL, DEFAULT_PROMPT_CACHE_TOKENS, LanguageModel, shared_pool
 
@@ -86,11 +92,14 @@ def add_consens_options(parser: Parser, what: str) -> None:
     )
     parser.add_argument(
         "--context-budget",
-        type=positive_int,
-        metavar="TOKENS",
+        type=context_budget,
+        default=DEFAULT_CONTEXT_BUDGET,
+        metavar="TOKENS|auto|window",
         help=(
             "ConSens reads at most TOKENS context tokens: a longer context keeps the documents (or "
-            "sentences) most relevant to the answer, in order (default: the model window)"
+            "sentences) most relevant to the answer, in order; 'auto' (the default) does so at "
+            f"{AUTO_BUDGET} tokens for a context of {AUTO_MIN_DOCUMENTS} or more documents and reads a "
+            "single document whole; 'window': the model window only"
         ),
     )
 

@@ -83,7 +83,32 @@ def port(text: str) -> int:
     return value
 
 
+def context_budget(text: str) -> int | str:
+    """``--context-budget``: a positive number of tokens, ``auto`` or ``window``.
+
+    >>> context_budget("auto"), context_budget("window"), context_budget("128")
+    ('auto', 'window', 128)
+    """
+    if text in ("auto", "window"):
+        return "auto" if text == "auto" else "window"
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"a positive number of tokens, 'auto' or 'window', got {text!r}"
+        ) from None
+
+
 CHECKED_TYPES: frozenset[Callable[[str], object]] = frozenset(
-    {positive_int, non_negative_int, positive_float, non_negative_float, unit_interval, score, port}
+    {
+        positive_int,
+        non_negative_int,
+        positive_float,
+        non_negative_float,
+        unit_interval,
+        score,
+        port,
+        context_budget,
+    }
 )
 """The only types a numeric flag may have."""

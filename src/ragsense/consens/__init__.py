@@ -71,7 +71,14 @@ from ragsense.consens._scorer import (
     default_bands,
     verdict,
 )
-from ragsense.consens._select import relevance_windows
+from ragsense.consens._select import (
+    AUTO_BUDGET,
+    AUTO_MIN_DOCUMENTS,
+    DEFAULT_CONTEXT_BUDGET,
+    ContextBudget,
+    relevance_windows,
+    row_budget,
+)
 from ragsense.consens._verdicts import (
     BANDS_FORMAT,
     VERDICTS,
@@ -84,10 +91,13 @@ from ragsense.consens._verdicts import (
 __all__ = [
     "ATTRIBUTION_AGGREGATION",
     "ATTRIBUTION_FIELDS",
+    "AUTO_BUDGET",
+    "AUTO_MIN_DOCUMENTS",
     "BANDS_FORMAT",
     "CONSENS_FIELDS",
     "DEFAULT_AGGREGATION",
     "DEFAULT_BANDS",
+    "DEFAULT_CONTEXT_BUDGET",
     "DEFAULT_FOLDS",
     "DEFAULT_MIN_CALLED",
     "DEFAULT_MIN_PER_CLASS",
@@ -108,6 +118,7 @@ __all__ = [
     "Aggregation",
     "Bands",
     "ConSens",
+    "ContextBudget",
     "DocumentAttribution",
     "GroundingResult",
     "GroundingScorer",
@@ -133,6 +144,7 @@ __all__ = [
     "rederived_row",
     "relevance_windows",
     "resolve_bands",
+    "row_budget",
     "row_features",
     "stratified_folds",
     "support_r",

@@ -19,7 +19,12 @@ from ragsense.consens._scorer import (
     NoContextCache,
     check_bands,
 )
-from ragsense.consens._select import DEFAULT_CONTEXT_BUDGET, check_context_budget, check_context_policy
+from ragsense.consens._select import (
+    DEFAULT_CONTEXT_BUDGET,
+    ContextBudget,
+    check_context_budget,
+    check_context_policy,
+)
 from ragsense.consens._verdicts import VERDICTS, Bands, resolve_bands, verdict_of
 from ragsense.contract import REFUSAL, Needs
 from ragsense.data import RagRow
@@ -90,8 +95,10 @@ class ConSens:
     score the context with each document left out (``attribution``, ``top_document``). ``bands``: the
     verdict bands (a :class:`~ragsense.consens.Bands` or the path of a file ``ragsense calibrate``
     wrote; default: the aggregation's default bands); they must have been fitted on ``aggregation``.
-    ``context_budget``: the most context tokens to read (default: the model window); a context over
-    it keeps the documents, or sentences, most relevant to the answer (BM25), in order
+    ``context_budget``: the most context tokens to read: ``"auto"`` (the default) reads a context
+    of two or more documents through a relevance window of :data:`AUTO_BUDGET` tokens and a single
+    document whole; a number applies to every row; ``None`` is the model window only. A context over
+    its budget keeps the documents, or sentences, most relevant to the answer (BM25), in order
     (``context_policy="relevance"``), or its start (``"tail"``); the row lists ``kept_documents``,
     ``context_tokens_dropped``, ``context_selection`` and sets ``truncated`` (docs/metrics.md).
 
@@ -119,7 +126,7 @@ class ConSens:
         template: PromptTemplate | None = None,
         model_options: Mapping[str, Any] | None = None,
         bands: Bands | str | None = None,
-        context_budget: int | None = DEFAULT_CONTEXT_BUDGET,
+        context_budget: ContextBudget = DEFAULT_CONTEXT_BUDGET,
         context_policy: str = "relevance",
     ) -> None:
         try:
@@ -219,7 +226,7 @@ def attribution_metric(
     template: PromptTemplate | None = None,
     model_options: Mapping[str, Any] | None = None,
     bands: Bands | str | None = None,
-    context_budget: int | None = DEFAULT_CONTEXT_BUDGET,
+    context_budget: ContextBudget = DEFAULT_CONTEXT_BUDGET,
     context_policy: str = "relevance",
 ) -> ConSens:
     """``--metrics attribution``: ConSens with leave-one-document-out attribution.

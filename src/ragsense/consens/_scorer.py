@@ -26,9 +26,11 @@ from ragsense.consens._math import (
 from ragsense.consens._prompt import PromptTemplate
 from ragsense.consens._select import (
     DEFAULT_CONTEXT_BUDGET,
+    ContextBudget,
     Selection,
     check_context_budget,
     check_context_policy,
+    row_budget,
     select_context,
     tail_fit,
     tail_selection,
@@ -270,7 +272,7 @@ class GroundingScorer:
         cache_size: int = 4096,
         no_context_cache: NoContextCache | None = None,
         bands: Bands | None = None,
-        context_budget: int | None = DEFAULT_CONTEXT_BUDGET,
+        context_budget: ContextBudget = DEFAULT_CONTEXT_BUDGET,
         context_policy: str = "relevance",
     ) -> None:
         # mypy rejects a Protocol where type[T] is expected (python/mypy#4717); require() only
@@ -339,7 +341,8 @@ class GroundingScorer:
         selection = content_words(continuation, question)
         empty = ScoreRequest(self.template.render_context(question, ""), continuation)
         window = self._context_budget(question, continuation)
-        budget = window if self.context_budget is None else min(window, self.context_budget)
+        chosen_budget = row_budget(self.context_budget, len(documents))
+        budget = window if chosen_budget is None else min(window, chosen_budget)
         sep = self.template.document_separator
         count = self.model.count_tokens
         chosen = None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from ragsense.errors import ParameterError
 from ragsense.rag import BM25
@@ -30,23 +31,56 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 CONTEXT_POLICIES = ("relevance", "tail")
 """How a context over the budget is fitted: keep the most relevant documents or sentences
 (``relevance``, the default), or keep its start and cut its end (``tail``, the policy before 0.x)."""
-DEFAULT_CONTEXT_BUDGET: int | None = None
-"""The default context budget in model tokens (``None``: the model window only)."""
+ContextBudget = int | Literal["auto", "window"] | None
+"""A context budget: a number of model tokens for every row, ``"auto"`` (:func:`row_budget`), or
+``"window"`` / ``None`` (the model window only: every context that fits is read whole)."""
+AUTO: Literal["auto"] = "auto"
+WINDOW: Literal["window"] = "window"
+DEFAULT_CONTEXT_BUDGET: ContextBudget = AUTO
+"""The default context budget: ``"auto"``, the relevance window of :data:`AUTO_BUDGET` tokens for a
+context of :data:`AUTO_MIN_DOCUMENTS` or more documents, the model window for a single document. The
+one place every consumer's default comes from (``evaluate``, ``grounding``, the guard, the pytest
+plug-in, the framework evaluators, trace scoring all build ``ConSens()`` without a budget)."""
+AUTO_BUDGET = 128
+"""The relevance window's budget under ``"auto"``, chosen on development rows by the pre-registered
+rule of docs/results.md, "The default relevance window" (issue 40)."""
+AUTO_MIN_DOCUMENTS = 2
+"""Under ``"auto"``, a context of at least this many non-empty documents is read through the window;
+a single document is read whole (the window's budget cost AUROC on single documents there)."""
 
 
-def check_context_budget(budget: int | None) -> int | None:
-    """``budget`` when it is a positive number of tokens (or ``None``: the model window).
+def check_context_budget(budget: ContextBudget) -> ContextBudget:
+    """``budget`` when it is a positive number of tokens, ``"auto"``, or ``"window"`` or ``None`` (the
+    model window).
 
     >>> check_context_budget(0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ragsense.errors.ParameterError: context_budget: must be a positive number of tokens, got 0
+    ragsense.errors.ParameterError: context_budget: must be a positive number of tokens, 'auto', ... got 0
     """
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0):
+    if budget in (AUTO, WINDOW) or budget is None:
+        return budget
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
         raise ParameterError(
-            f"must be a positive number of tokens, got {budget!r}", parameter="context_budget"
+            f"must be a positive number of tokens, 'auto', 'window' or None, got {budget!r}",
+            parameter="context_budget",
         )
     return budget
+
+
+def row_budget(budget: ContextBudget, documents: int) -> int | None:
+    """The budget a context of ``documents`` non-empty documents is read at (``None``: the model
+    window): ``"auto"`` gives :data:`AUTO_BUDGET` to a context of several documents and the model
+    window to a single document.
+
+    >>> row_budget("auto", 1), row_budget("auto", 5), row_budget("window", 5), row_budget(64, 1)
+    (None, 128, None, 64)
+    """
+    if budget == AUTO:
+        return AUTO_BUDGET if documents >= AUTO_MIN_DOCUMENTS else None
+    if budget == WINDOW or budget is None:
+        return None
+    return int(budget)
 
 
 def check_context_policy(policy: str) -> str:

@@ -22,6 +22,13 @@ if TYPE_CHECKING:
     )
     from ragsense.experiments._correctness import paragraph_of, squad_split
     from ragsense.experiments._correctness_report import FOLDS, forest_fit_predict, grouped_folds, out_of_fold
+    from ragsense.experiments._default_window import (
+        auroc_difference,
+        choose_default,
+        consens_default_window,
+        load_more_pairs,
+        split_by_document,
+    )
     from ragsense.experiments._distractors import (
         choose_budget,
         load_pairs,
@@ -102,6 +109,11 @@ _HELPERS: dict[str, str] = {
     "split_parts": "_distractors",
     "windows_win": "_distractors",
     "with_distractors": "_distractors",
+    "auroc_difference": "_default_window",
+    "choose_default": "_default_window",
+    "consens_default_window": "_default_window",
+    "load_more_pairs": "_default_window",
+    "split_by_document": "_default_window",
     "contrast": "_figures",
     "delong_against": "_figures",
     "verdict_figures": "_figures",
@@ -136,13 +148,17 @@ __all__ = [
     "REFUSAL_WORD",
     "SQUAD_INSTRUCTION",
     "Experiment",
+    "auroc_difference",
     "choose_budget",
+    "choose_default",
+    "consens_default_window",
     "contrast",
     "delong_against",
     "forest_fit_predict",
     "grouped_folds",
     "is_correct",
     "is_squad_refusal",
+    "load_more_pairs",
     "load_pairs",
     "out_of_fold",
     "paragraph_of",
@@ -151,6 +167,7 @@ __all__ = [
     "right_vs_rest",
     "score_cell",
     "score_windows_cell",
+    "split_by_document",
     "split_parts",
     "squad_items",
     "squad_split",

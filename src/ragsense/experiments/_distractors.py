@@ -106,7 +106,12 @@ def with_distractors(pair: Pair, pool: Sequence[Pair], k: int, seed: int) -> tup
     (4, 'doc 0')
     """
     rng = random.Random(f"distractors:{seed}:{pair.id}")
-    others = [d for p in pool if p.id != pair.id for d in p.documents]
+    # Each text once, and never the pair's own (pairs can share a document: SummEdits' summaries);
+    # WikiEval's and HaluEval-dev's documents are distinct, so their draws are those of before.
+    own_texts = set(pair.documents)
+    others = list(
+        dict.fromkeys(d for p in pool if p.id != pair.id for d in p.documents if d not in own_texts)
+    )
     drawn = rng.sample(others, min(k, len(others)))
     docs = [(d, True) for d in pair.documents] + [(d, False) for d in drawn]
     rng.shuffle(docs)
@@ -221,7 +226,10 @@ def _metric(model: LanguageModel, condition: str, budget: int) -> ConSens:
         return ConSens(model, context_budget=budget)
     if condition == "tail":
         return ConSens(model, context_budget=budget, context_policy="tail")
-    return ConSens(model, context_policy="tail")  # today's pass: the model window, cut at the end
+    if condition == "default":
+        return ConSens(model)  # the library's default, whatever it reads
+    # The full pass: no budget, the whole context, its end cut at the model window.
+    return ConSens(model, context_budget=None, context_policy="tail")
 
 
 def score_cell(
@@ -271,7 +279,7 @@ def score_cell(
             "id": rec["id"],
             "k": k,
             "condition": condition,
-            "budget": None if condition == "full" else budget,
+            "budget": budget if condition in ("budget", "tail") else None,
             "own_documents": own,
             "consens": r.consens,
             "verdict": r.verdict,
