@@ -160,7 +160,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "gpu-prep")
     parser.add_argument("--data-dirs", default="wikieval", help="comma-separated folders of the data dir")
     parser.add_argument("--part-mib", type=int, default=33)
-    parser.add_argument("--bundle-mib", type=int, default=44, help="with the tree, under the 64 MiB a call carries")
+    parser.add_argument(
+        "--bundle-mib", type=int, default=44, help="with the tree, under the 64 MiB a call carries"
+    )
     args = parser.parse_args()
     out: Path = args.out
     if out.exists():
@@ -174,8 +176,8 @@ def main() -> None:
         + ["--python-version", args.python_version, "--platform", args.platform, "-d", str(wheels)]
         + [f"{name}=={version}" for name, version in versions.items()]
     )
-    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
-         + ["-w", str(wheels), str(ROOT)])
+    wheel = ["pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT)]
+    _run([sys.executable, "-m", *wheel])
     gguf = _gguf()
     parts = _split(gguf, model, args.part_mib * MIB)
     source = Path(os.environ.get("RAGSENSE_DATA_DIR") or ROOT.parent / "shared" / "data")

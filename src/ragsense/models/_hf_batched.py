@@ -30,7 +30,7 @@ two runs of the same computation (same settings, same batch plan, one machine).
 
 Only caches whose layers all keep every position can be batched this way (transformers'
 ``DynamicLayer``): a sliding-window layer (Gemma 3) keeps the last positions of the padded row. The
-caller checks :func:`~ragsense.models._hf_prompt_cache.croppable` on the first pass and otherwise stays on the shared route.
+scorer checks that once (``PackedScorer.can_batch_prompts``) and otherwise stays on the shared route.
 """
 
 from __future__ import annotations
@@ -99,7 +99,9 @@ def continuations_batched(
     lengths = mask.sum(dim=1)
     firsts = torch.tensor([c[0] for _, c in items], dtype=torch.long, device=device)
     rows_of = torch.tensor([row for row, _ in items], dtype=torch.long, device=device)
-    token_lps: list[list[float]] = [[lp] for lp in kernel.target_logprobs(last[rows_of], firsts).cpu().tolist()]
+    token_lps: list[list[float]] = [
+        [lp] for lp in kernel.target_logprobs(last[rows_of], firsts).cpu().tolist()
+    ]
     multi = [(index, row, c) for index, (row, c) in enumerate(items) if len(c) > 1]
     width = mask.shape[1]
     start = 0
