@@ -201,8 +201,8 @@ class PackedScorer:
             store = self.prompt_cache
             fresh = [m for m in shared if store is None or not store.holds(*encoded[m[0]].prompt_key)]
             groups = [[encoded[i] for i in members] for members in fresh]
-            for members, logprobs in zip(fresh, self.batched_prompt_logprobs(groups), strict=True):
-                for i, lps in zip(members, logprobs, strict=True):
+            for members, per_member in zip(fresh, self.batched_prompt_logprobs(groups), strict=True):
+                for i, lps in zip(members, per_member, strict=True):
                     out[i] = _result(encoded[i], lps)
             batched = {id(members) for members in fresh}
             shared = [members for members in shared if id(members) not in batched]
