@@ -68,7 +68,7 @@ from ragsense import evaluate
 from ragsense.consens import ConSens
 from ragsense.models import ModelPool, load_model
 rows = json.load(open(sys.argv[1]))
-model = load_model(sys.argv[2], threads=int(sys.argv[3]))
+model = load_model(sys.argv[2], threads=int(sys.argv[3]), device=sys.argv[4], dtype=sys.argv[5])
 evaluate(rows[:1], [ConSens(model=model)], pool=ModelPool(), progress=False)  # warm-up
 started = time.perf_counter()
 run = evaluate(rows, [ConSens(model=model)], pool=ModelPool(), progress=False, chunk_size=16)
@@ -78,15 +78,23 @@ print(json.dumps({"rows": len(rows), "seconds": seconds, "rows_per_s": len(rows)
 """
 
 
-def offline(rows: list[dict[str, Any]], model: str, threads: int, workdir: Path) -> dict[str, Any]:
+def _env() -> dict[str, str]:
+    """This tree's source first, then the caller's own path (a GPU machine's carried packages)."""
+    paths = [str(ROOT / "src"), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "PYTHONUNBUFFERED": "1"}
+
+
+def offline(
+    rows: list[dict[str, Any]], model: str, threads: int, workdir: Path, device: str, dtype: str
+) -> dict[str, Any]:
     path = workdir / "offline_rows.json"
     path.write_text(json.dumps([{k: r[k] for k in ("question", "contexts", "answer")} for r in rows]))
     out = subprocess.run(
-        [sys.executable, "-c", _OFFLINE, str(path), model, str(threads)],
+        [sys.executable, "-c", _OFFLINE, str(path), model, str(threads), device, dtype],
         capture_output=True,
         text=True,
         check=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        env=_env(),
     )
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -98,7 +106,9 @@ def offline(rows: list[dict[str, Any]], model: str, threads: int, workdir: Path)
 class Server:
     """``ragsense guard`` in a subprocess on a free port, its log in ``workdir``."""
 
-    def __init__(self, model: str, threads: int, workdir: Path) -> None:
+    def __init__(
+        self, model: str, threads: int, workdir: Path, device: str = "auto", dtype: str = "float32"
+    ) -> None:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
@@ -106,9 +116,9 @@ class Server:
         self.log = workdir / f"guard-{self.port}.log"
         command = [sys.executable, "-m", "ragsense", "guard", "--model", model, "--threads", str(threads)]
         command += ["--port", str(self.port), "--api-key-env", "BENCH_NO_KEYS", "--timeout", "600"]
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONUNBUFFERED": "1"}
+        command += ["--device", device, "--dtype", dtype]
         with self.log.open("w") as stderr:
-            self.process = subprocess.Popen(command, stderr=stderr, env=env)
+            self.process = subprocess.Popen(command, stderr=stderr, env=_env())
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             try:
@@ -306,6 +316,8 @@ def main() -> None:
         "--requests", type=int, nargs=3, default=(12, 24, 32), help="requests at 1, 4, 16 clients"
     )
     parser.add_argument("--offline-rows", type=int, default=32)
+    parser.add_argument("--device", default="auto", help="the model's device (cuda on a GPU machine)")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     parser.add_argument("--soak-minutes", type=float, default=10.0)
     parser.add_argument("--fault-after", type=float, default=15.0, help="seconds of load before SIGTERM")
     parser.add_argument(
@@ -316,14 +328,20 @@ def main() -> None:
     args = parser.parse_args()
     phases = set(args.phases.split(","))
     rows = _rows(args.data)
-    report: dict[str, Any] = {"model": args.model, "threads": args.threads, "rows_available": len(rows)}
+    report: dict[str, Any] = {
+        "model": args.model,
+        "threads": args.threads,
+        "device": args.device,
+        "dtype": args.dtype,
+        "rows_available": len(rows),
+    }
     with tempfile.TemporaryDirectory(prefix="bench-guard-") as tmp:
         workdir = Path(tmp)
         offline_rows = rows[: args.offline_rows]
         if phases & {"load", "soak"}:
             _load_and_soak(args, phases, rows, offline_rows, workdir, report)
         if "fault" in phases:
-            fault_server = Server(args.model, args.threads, workdir)
+            fault_server = Server(args.model, args.threads, workdir, args.device, args.dtype)
             report["fault"] = asyncio.run(fault(fault_server, rows, args.fault_after))
             print("fault:", report["fault"], file=sys.stderr)
     print(json.dumps(report))
@@ -338,9 +356,11 @@ def _load_and_soak(
     report: dict[str, Any],
 ) -> None:
     if "load" in phases:
-        report["offline_before"] = offline(offline_rows, args.model, args.threads, workdir)
+        report["offline_before"] = offline(
+            offline_rows, args.model, args.threads, workdir, args.device, args.dtype
+        )
         print("offline before:", report["offline_before"], file=sys.stderr)
-    server = Server(args.model, args.threads, workdir)
+    server = Server(args.model, args.threads, workdir, args.device, args.dtype)
     report["rss_ready_mb"] = round(server.rss_mb(), 1)
     if "load" in phases:
         levels = []
@@ -374,7 +394,9 @@ def _load_and_soak(
         print("soak:", report["soak"], file=sys.stderr)
     server.stop()
     if "load" in phases:
-        report["offline_after"] = offline(offline_rows, args.model, args.threads, workdir)
+        report["offline_after"] = offline(
+            offline_rows, args.model, args.threads, workdir, args.device, args.dtype
+        )
         print("offline after:", report["offline_after"], file=sys.stderr)
         before, after = report["offline_before"]["rows_per_s"], report["offline_after"]["rows_per_s"]
         mean_offline = statistics.mean([before, after])

@@ -11,13 +11,17 @@ and scored tokens/s through each backend, and the raw forward pass (the transfor
 over exactly the token sequences ConSens scores, batched, no log-softmax) as the limit, with each rate's
 ratio to it. Needs ``pip install 'ragsense[vllm]'`` and a CUDA GPU; without one it stops with the
 backend's own error; ``--backends transformers`` measures (2) for the transformers backend alone, where vLLM
-is not installed. The last line is one JSON object.
+is not installed. ``--scores FILE`` saves the transformers backend's per-row ConSens and verdict;
+``--reference FILE`` (such a file from a CPU float32 run: ``--device cpu --dtype float32 --no-raw``)
+adds the agreement with it (mean and max difference, share of equal verdicts). The last line is one
+JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import time
 from pathlib import Path
@@ -30,12 +34,33 @@ from ragsense.consens import GroundingScorer
 from ragsense.models import ScoreRequest, load_model
 
 
-def _consens(model: Any, rows: list[tuple[str, list[str], str]]) -> tuple[list[float], float]:
+def _consens(model: Any, rows: list[tuple[str, list[str], str]]) -> tuple[list[dict[str, Any]], float]:
+    """Per row ``{"consens", "verdict"}`` (None for a row that failed) and the seconds it took."""
     scorer = GroundingScorer(model)
     started = time.perf_counter()
     results = asyncio.run(scorer.score(rows))
-    scores = [r.consens if not isinstance(r, Exception) else float("nan") for r in results]
-    return scores, time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    scores = [
+        {"consens": None, "verdict": None}
+        if isinstance(r, Exception)
+        else {"consens": r.consens, "verdict": r.verdict}
+        for r in results
+    ]
+    return scores, seconds
+
+
+def _agreement(mine: list[dict[str, Any]], reference: list[dict[str, Any]]) -> dict[str, Any]:
+    """ConSens mean and max absolute difference and the share of equal verdicts over the rows both
+    scored (a --scores file of another run, e.g. CPU float32)."""
+    pairs = [(m, r) for m, r in zip(mine, reference, strict=True) if None not in (m["consens"], r["consens"])]
+    diffs = [abs(m["consens"] - r["consens"]) for m, r in pairs]
+    same = sum(m["verdict"] == r["verdict"] for m, r in pairs)
+    return {
+        "rows": len(pairs),
+        "consens_mean_abs_diff": sum(diffs) / len(diffs) if diffs else None,
+        "consens_max_abs_diff": max(diffs, default=None),
+        "same_verdict": same / len(pairs) if pairs else None,
+    }
 
 
 def _raw_forward(hf: Any, requests: list[ScoreRequest], batch: int) -> tuple[float, int]:
@@ -101,6 +126,11 @@ def main() -> None:
     )
     parser.add_argument("--data", default=None)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--scores", type=Path, help="write the transformers backend's per-row scores here")
+    parser.add_argument(
+        "--reference", type=Path, help="a --scores file of another run (CPU float32): report agreement"
+    )
+    parser.add_argument("--no-raw", action="store_true", help="skip the raw forward pass (a reference run)")
     args = parser.parse_args()
     backends = {b.strip() for b in args.backends.split(",") if b.strip()}
     if "transformers" not in backends or not backends <= {"vllm", "transformers"}:
@@ -119,11 +149,14 @@ def main() -> None:
     requests = _unique_requests(GroundingScorer(hf), rows)
     for model in models.values():
         _consens(model, rows[:2])  # warm-up (CUDA graphs, allocator)
-    scores: dict[str, list[float]] = {}
+    scores: dict[str, list[dict[str, Any]]] = {}
     seconds: dict[str, float] = {}
     for name, model in models.items():
         scores[name], seconds[name] = _consens(model, rows)
-    raw_s, tokens = _raw_forward(hf, requests, args.batch)
+    if args.no_raw:
+        raw_s, tokens = None, sum(len(hf.tokenizer(r.prompt + r.continuation)["input_ids"]) for r in requests)
+    else:
+        raw_s, tokens = _raw_forward(hf, requests, args.batch)
     if args.profile:
         _profile(models, rows[-6:], args.profile)
     report: dict[str, Any] = {
@@ -135,8 +168,11 @@ def main() -> None:
         "rows": len(rows),
         "scored_tokens": tokens,
         "rows_per_s": {name: len(rows) / s for name, s in seconds.items()},
-        "tokens_per_s": {**{name: tokens / s for name, s in seconds.items()}, "raw_forward": tokens / raw_s},
-        "ratio_to_raw_forward": {name: raw_s / s for name, s in seconds.items()},
+        "tokens_per_s": {
+            **{name: tokens / s for name, s in seconds.items()},
+            "raw_forward": None if raw_s is None else tokens / raw_s,
+        },
+        "ratio_to_raw_forward": {name: None if raw_s is None else raw_s / s for name, s in seconds.items()},
         "command": " ".join(sys.argv),
     }
     if "vllm" in models:
@@ -147,14 +183,28 @@ def main() -> None:
             for v, h in zip(vllm_lp, hf_lp, strict=True)
             for a, b in zip(v.logprobs, h.logprobs, strict=True)
         ]
-        score_diffs = [abs(a - b) for a, b in zip(scores["vllm"], scores["transformers"], strict=True)]
         report["agreement"] = {
-            "consens_max_abs_diff": max(score_diffs),
-            "consens_mean_abs_diff": sum(score_diffs) / len(score_diffs),
+            **_agreement(scores["vllm"], scores["transformers"]),
             "token_logprob_max_abs_diff": max(token_diffs),
             "token_logprob_mean_abs_diff": sum(token_diffs) / len(token_diffs),
         }
-    for key in ("agreement", "rows_per_s", "tokens_per_s", "ratio_to_raw_forward"):
+    if args.scores:
+        args.scores.parent.mkdir(parents=True, exist_ok=True)
+        meta = {"device": args.device, "dtype": args.dtype, "model": args.model, "items": args.items}
+        args.scores.write_text(json.dumps({**meta, "rows": scores["transformers"]}) + "\n")
+    if args.reference:
+        reference = json.loads(args.reference.read_text())
+        report["agreement_with_reference"] = {
+            "reference": {k: reference.get(k) for k in ("device", "dtype", "model", "items")},
+            **_agreement(scores["transformers"], reference["rows"][: len(rows)]),
+        }
+    for key in (
+        "agreement",
+        "agreement_with_reference",
+        "rows_per_s",
+        "tokens_per_s",
+        "ratio_to_raw_forward",
+    ):
         if key in report:
             print(f"{key}: {report[key]}", file=sys.stderr)
     emit(report, args.out)

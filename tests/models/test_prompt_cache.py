@@ -25,6 +25,11 @@ from ragsense.models import DEFAULT_PROMPT_CACHE_TOKENS, TransformersModel
 from ragsense.models._hf_prompt_cache import PromptStateCache, state_nbytes
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "wikieval.json"
+# Largest ConSens difference accepted against the golden file, written on another machine. On this
+# project's AMD EPYC (AVX2) the golden rows differ from it by up to 8.5e-7 (the code that wrote it, and
+# today's, with transformers 5.23 or 5.24: the same bits here), and MKL's own code-path switch
+# (MKL_CBWR=COMPATIBLE) moves them by up to 1.1e-6: kernels chosen at run time by CPU, not the cache.
+CROSS_MACHINE = 1e-5
 
 
 def _state(tokens: int, fill: float = 0.0) -> tuple[Any, Any]:
@@ -168,9 +173,13 @@ def test_scores_are_bit_identical_with_and_without_reuse(
     stats = reuse.prompt_cache_stats()
     assert stats is not None and stats.hits == len(rows) and stats.entries == len(rows)
     assert without.prompt_cache_stats() is None
-    # And the same bits the committed golden file holds for these rows (scored in one chunk).
+    # And the same bits as the rows scored in one chunk, on this machine: the golden file's way.
+    whole = evaluate(rows, [ConSens(smollm2.with_settings())], progress=False, store=False).rows
+    assert [r["consens"] for r in on] == [r["consens"] for r in whole]
+    # The golden file was written on another machine, where the kernels torch and MKL pick by CPU
+    # differ: the same code gives other bits here (see CROSS_MACHINE), so it is matched within that.
     golden = {r["id"]: r for r in json.loads(GOLDEN.read_text())}
-    assert [r["consens"] for r in on] == [golden[r["id"]]["consens"] for r in on]
+    assert all(abs(r["consens"] - golden[r["id"]]["consens"]) <= CROSS_MACHINE for r in on)
 
 
 @pytest.mark.model

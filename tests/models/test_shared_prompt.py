@@ -83,10 +83,17 @@ def test_batched_continuations_and_the_kv_budget(
     requests = _requests()
     reference = smollm2.score_sync(requests)
     batched = _with(smollm2, max_batch_size=4)
+    padded_prompts: list[int] = []
+    original = scoring.prompt_states
+    monkeypatch.setattr(
+        scoring, "prompt_states", lambda k, p, pad: padded_prompts.append(len(p)) or original(k, p, pad)
+    )
     prompt_passes.clear()
     together = batched.score_sync(requests)
-    assert len(prompt_passes) == 1
-    # A budget of one cached token: each continuation gets its own copy of the prompt's KV state.
+    # With batching the shared prompt runs on the batched route (models/_hf_batched.py): one pass.
+    assert prompt_passes == [] and padded_prompts == [1]
+    # Again: the prompt is kept, so its state goes on on the shared route. A budget of one cached
+    # token: each continuation gets its own copy of the prompt's KV state.
     monkeypatch.setattr(scoring, "SCORE_KV_TOKENS", 1)
     split = batched.score_sync(requests)
     for t, s, r in zip(together, split, reference, strict=True):

@@ -37,6 +37,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,16 +92,32 @@ def state_nbytes(cache: Any, last: Any) -> int:
     return total
 
 
-def cropped_copy(cache: Any, length: int) -> Any:
-    """A deep copy of ``cache`` holding only its first ``length`` positions (each layer's keys and
-    values cut on their position axis, the second last; the kept positions' values unchanged)."""
+def copy_layers(cache: Any, cut: Callable[[Any], Any]) -> Any:
+    """A deep copy of ``cache`` whose layers' keys and values are ``cut(tensor)`` (a new tensor: a
+    slice of positions, a choice of batch rows); the original stays whole."""
     memo: dict[int, Any] = {}
     for layer in getattr(cache, "layers", ()):
         for name in ("keys", "values"):
             tensor = getattr(layer, name, None)
             if tensor is not None:
-                memo[id(tensor)] = tensor[..., :length, :].clone()
+                memo[id(tensor)] = cut(tensor)
     return copy.deepcopy(cache, memo)
+
+
+def cropped_copy(cache: Any, length: int) -> Any:
+    """A deep copy of ``cache`` holding only its first ``length`` positions (each layer's keys and
+    values cut on their position axis, the second last; the kept positions' values unchanged)."""
+    return copy_layers(cache, lambda tensor: tensor[..., :length, :].clone())
+
+
+def croppable(cache: Any) -> bool:
+    """Whether every layer of ``cache`` keeps all positions (transformers' plain ``DynamicLayer``), so
+    a cut of it to its first positions (or to some of its batch rows) is their state; a sliding-window
+    layer keeps only the last ones."""
+    from transformers.cache_utils import DynamicLayer
+
+    layers: list[Any] = list(getattr(cache, "layers", None) or ())
+    return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
 
 
 def _prefix_key(ids: tuple[int, ...], cuts: tuple[int, ...], end: int) -> Key:
@@ -148,6 +165,15 @@ class PromptStateCache:
             self._hits += 1
         # The stored entry is never mutated, so copying it outside the lock is safe.
         return copy.deepcopy(entry.cache), entry.last
+
+    def holds(self, ids: tuple[int, ...], cuts: tuple[int, ...] = ()) -> bool:
+        """Whether exactly these prompt ids and cuts are kept (no copy made); a prompt not kept counts
+        as a miss, as :meth:`get` would count it (the batched route computes it without asking)."""
+        with self._lock:
+            if (ids, cuts) in self._entries:
+                return True
+            self._misses += 1
+            return False
 
     def get_prefix(self, ids: tuple[int, ...], cuts: tuple[int, ...]) -> tuple[int, Any] | None:
         """``(j, KV cache)``: a private copy of a kept state cut to the first ``j`` tokens of ``ids``,

@@ -32,7 +32,8 @@ import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ragsense.models._hf_prompt_cache import PromptStateCache
+from ragsense.models._hf_batched import continuations_batched, prompt_states, select_rows
+from ragsense.models._hf_prompt_cache import PromptStateCache, croppable
 from ragsense.models._hf_shared import (
     MIN_SEGMENT,
     MIN_SHARED_PROMPT,
@@ -166,6 +167,8 @@ class PackedScorer:
         self.min_shared_prompt = min_shared_prompt
         self.reuse_prompts = reuse_prompts
         self.prompt_cache = prompt_cache if reuse_prompts else None
+        # Whether the model's KV cache can hold right-padded rows (learned once, on first use).
+        self._batch_prompts: bool | None = None
 
     def encode(self, req: ScoreRequest) -> Encoded:
         return encode(self.tokenizer, req, self.context_window)
@@ -192,15 +195,73 @@ class PackedScorer:
                 by_prompt.setdefault(key, []).append(i)
         alone_ok = self.max_batch_size == 1  # one row per pass: the route is the same for every request
         shared = [members for members in by_prompt.values() if len(members) > 1 or alone_ok]
+        in_shared = {i for members in shared for i in members}
+        if not alone_ok and shared and self.can_batch_prompts():
+            # Prompts not kept run together (_hf_batched.py); kept ones go on from their kept state.
+            store = self.prompt_cache
+            fresh = [m for m in shared if store is None or not store.holds(*encoded[m[0]].prompt_key)]
+            groups = [[encoded[i] for i in members] for members in fresh]
+            for members, per_member in zip(fresh, self.batched_prompt_logprobs(groups), strict=True):
+                for i, lps in zip(members, per_member, strict=True):
+                    out[i] = _result(encoded[i], lps)
+            batched = {id(members) for members in fresh}
+            shared = [members for members in shared if id(members) not in batched]
         for members in shared:
             items = [encoded[i] for i in members]
             for i, logprobs in zip(members, self.shared_prompt_logprobs(items), strict=True):
                 out[i] = _result(encoded[i], logprobs)
-        in_shared = {i for members in shared for i in members}
         alone = [i for i in range(len(encoded)) if i not in in_shared]
         for i, score in zip(alone, self._score_padded([encoded[i] for i in alone]), strict=True):
             out[i] = score
         return [o for o in out if o is not None]
+
+    def can_batch_prompts(self) -> bool:
+        """Whether several prompts may share one padded prompt pass: the model's KV cache keeps every
+        position of every layer (not a sliding window), checked once on a one-token pass."""
+        if self._batch_prompts is None:
+            torch = self.kernel.torch
+            with torch.inference_mode():
+                _, cache = self.kernel.forward(torch.tensor([[self.pad_id]], dtype=torch.long))
+            self._batch_prompts = croppable(cache)
+        return self._batch_prompts
+
+    def batched_prompt_logprobs(self, groups: list[list[Encoded]]) -> list[list[list[float]]]:
+        """Per group of requests with the same prompt, their continuation log-probs: the groups'
+        prompts in padded batches (by length, under ``max_batch_tokens`` and ``max_batch_size``), the
+        continuations on those batches' KV states (:mod:`~ragsense.models._hf_batched`); each prompt's
+        state is kept in the prompt cache for later calls."""
+        kernel = self.kernel
+        torch = kernel.torch
+        store = self.prompt_cache
+        prompts = [g[0].ids[: g[0].first] for g in groups]
+        out: list[list[list[float]]] = [[] for _ in groups]
+        kv_tokens = max(SCORE_KV_TOKENS, self.max_batch_tokens)
+        with torch.inference_mode():
+            for batch in self.batches([len(p) for p in prompts]):
+                cache, last, mask = prompt_states(kernel, [prompts[g] for g in batch], self.pad_id)
+                if store is not None:
+                    for row, g in enumerate(batch):
+                        if len(prompts[g]) <= store.max_tokens:
+                            kept = select_rows(cache, torch.tensor([row]), len(prompts[g]))
+                            ids, cuts = groups[g][0].prompt_key
+                            # Not run in segments: no first segments served from it (prefixes=False).
+                            store.put(ids, kept, last[row : row + 1].clone(), cuts, prefixes=False)
+                items = [(row, e.ids[e.first :]) for row, g in enumerate(batch) for e in groups[g]]
+                flat = continuations_batched(
+                    kernel,
+                    cache,
+                    last,
+                    mask,
+                    items,
+                    pad_id=self.pad_id,
+                    kv_tokens=kv_tokens,
+                    max_rows=self.max_batch_size,
+                )
+                pos = 0
+                for g in batch:
+                    out[g] = flat[pos : pos + len(groups[g])]
+                    pos += len(groups[g])
+        return out
 
     def shared_prompt_logprobs(self, items: list[Encoded]) -> list[list[float]]:
         """Continuation log-probs of requests whose tokens before ``first`` are the same: the prompt
@@ -277,15 +338,6 @@ class PackedScorer:
             result.append(flat[pos : pos + n])
             pos += n
         return result
-
-
-def croppable(cache: Any) -> bool:
-    """Whether every layer of ``cache`` keeps all positions (transformers' plain ``DynamicLayer``), so
-    a cut of it to its first positions is their state; a sliding-window layer keeps only the last ones."""
-    from transformers.cache_utils import DynamicLayer
-
-    layers: list[Any] = list(getattr(cache, "layers", None) or ())
-    return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
 
 
 def _result(e: Encoded, logprobs: list[float]) -> ContinuationScore:
