@@ -22,7 +22,15 @@ def test_one_row_carries_evaluates_fields_and_the_policy(open_guard: RunningGuar
     assert body["id"] == "req-1" and body["model"] == "fake" and body["passed"] is True
     [result] = body["results"]
     offline = evaluate([ROW], "consens", model="fake", progress=False).rows[0]
-    for field in ("consens", "r", "verdict", "words", "aggregation", "consens_by_aggregation", "model"):
+    for field in (
+        "consens",
+        "consens_raw",
+        "verdict",
+        "words",
+        "aggregation",
+        "consens_by_aggregation",
+        "model",
+    ):
         assert result[field] == offline[field], field
     assert result["passed"] is True and result["min_consens"] == Policy().min_consens
     contrasts = [w["contrast"] for w in result["weakest_words"]]

@@ -145,7 +145,9 @@ def test_attribution_is_bit_identical_with_and_without_prefix_reuse(
     for name, options in settings.items():
         model = smollm2.with_settings(**options)
         start = len(run)
-        results[name] = asyncio.run(GroundingScorer(model).score(rows, attribution=True))
+        results[name] = asyncio.run(
+            GroundingScorer(model, context_budget="window").score(rows, attribution=True)
+        )
         tokens[name] = sum(run[start:])
         if name == "reuse":
             stats = model.prompt_cache_stats()
@@ -155,5 +157,5 @@ def test_attribution_is_bit_identical_with_and_without_prefix_reuse(
     assert all(len(r.attribution or []) == 3 for r in results["reuse"])
     assert tokens["reuse"] < 0.8 * tokens["without"]
     # A row's own score does not depend on attribution being asked for (same prompts, same cuts).
-    plain = asyncio.run(GroundingScorer(smollm2.with_settings()).score(rows))
+    plain = asyncio.run(GroundingScorer(smollm2.with_settings(), context_budget="window").score(rows))
     assert [r.consens for r in plain] == [r.consens for r in results["without"]]

@@ -49,7 +49,11 @@ def _score_all(
         {"id": str(i), "question": q, "contexts": list(c), "answer": a} for i, (q, c, a) in enumerate(rows)
     ]
     metric = ConSens(
-        scorer.model, attribution=attribution, aggregation=scorer.aggregation, template=scorer.template
+        scorer.model,
+        attribution=attribution,
+        aggregation=scorer.aggregation,
+        template=scorer.template,
+        context_budget=scorer.context_budget,
     )
     run = evaluate(records, [metric], chunk_size=_BATCH, progress=True, desc=desc)
     out: list[GroundingResult] = []
@@ -140,7 +144,8 @@ def _answer_pairs(
 ) -> tuple[dict[str, Any], dict[str, Pair]]:
     """Score answer pairs laid out as (grounded, ungrounded) rows against the same context; the
     figures and each aggregation's pair scores."""
-    scorer = GroundingScorer(model)
+    # The paper's method reads the whole context (the relevance window is its own experiment).
+    scorer = GroundingScorer(model, context_budget="window")
     res = _score_all(scorer, rows, attribution=False, desc=name)
     pairs = list(zip(res[0::2], res[1::2], strict=True))
     scores = {agg.value: _pair_scores(pairs, agg) for agg in Aggregation}
@@ -318,7 +323,8 @@ def consens_pubmedqa_partial(
     make_partial = partial_context if drop == "results" else partial_context_sentences
     items = load_pubmedqa(data)[:limit]
     usable = [(it, p) for it in items if (p := make_partial(it)) is not None]
-    scorer = GroundingScorer(model)
+    # The paper's method reads the whole context (the relevance window is its own experiment).
+    scorer = GroundingScorer(model, context_budget="window")
     rows: list[Row] = []
     for it, partial in usable:
         rows.append((it.question, it.contexts, it.long_answer))
@@ -389,7 +395,8 @@ def consens_pubmedqa_attribution(
         rng.shuffle(ids)  # the paper concatenates the retrieved documents in random order
         if qi in ids:
             plans.append((item, ids, ids.index(qi)))
-    scorer = GroundingScorer(model)
+    # The paper's method reads the whole context (the relevance window is its own experiment).
+    scorer = GroundingScorer(model, context_budget="window")
     rows: list[Row] = [
         (it.question, [index.documents[i] for i in ids], it.long_answer) for it, ids, _ in plans
     ]

@@ -46,7 +46,8 @@ def consens_faithbench(
     started = time.perf_counter()
     items = load_faithbench(data)[:limit]
     rows: list[Row] = [(FAITHBENCH_QUESTION, [it.source], it.summary) for it in items]
-    scorer = GroundingScorer(model)
+    # The paper's method reads the whole context (the relevance window is its own experiment).
+    scorer = GroundingScorer(model, context_budget="window")
     res = _score_all(scorer, rows, attribution=False, desc="consens-faithbench")
     embedder = load_embedder("minilm", cache=True)
     similarity = {

@@ -152,7 +152,10 @@ function verdictCell(e, i) {
 
 // The user's own label (label or expected), beside the verdicts, when any row carries one.
 let LABELLED = null;
-function labelled() { return LABELLED ?? (LABELLED = ENTRIES.some((e) => e.label != null)); }
+function labelled() {
+  if (LABELLED === null) LABELLED = ENTRIES.some((e) => e.label != null);
+  return LABELLED;
+}
 
 function labelCell(e) {
   return h("td", null, e.label == null ? h("span", {class: "faint", text: "—"})
