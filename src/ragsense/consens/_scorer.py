@@ -30,10 +30,9 @@ from ragsense.consens._select import (
     Selection,
     check_context_budget,
     check_context_policy,
+    fit_context,
     row_budget,
-    select_context,
     tail_fit,
-    tail_selection,
 )
 from ragsense.consens._verdicts import Bands, verdict_of
 from ragsense.errors import InputError, ParameterError
@@ -343,16 +342,9 @@ class GroundingScorer:
         window = self._context_budget(question, continuation)
         chosen_budget = row_budget(self.context_budget, len(documents))
         budget = window if chosen_budget is None else min(window, chosen_budget)
-        sep = self.template.document_separator
-        count = self.model.count_tokens
-        chosen = None
-        if self.context_policy == "relevance":
-            chosen = select_context(documents, f"{question}\n{answer}", budget, count, separator=sep)
-            if chosen.unit != "all" and count(chosen.context) > window:
-                chosen = None  # the parts' token counts need not add up to their join's: cut the tail
-        if chosen is None:
-            limit = budget if self.context_policy == "tail" else window
-            chosen = tail_selection(documents, *tail_fit(count, self.template.join(documents), limit), sep)
+        sep, count = self.template.document_separator, self.model.count_tokens
+        query, policy = f"{question}\n{answer}", self.context_policy
+        chosen = fit_context(documents, query, budget, window, count, policy, sep)
         chosen = chosen.renumbered(positions)
         # Split after each document: a leave-one-out prompt shares the documents before the one it
         # drops with this prompt, and runs only the rest (bit-identical either way; models/_hf_shared.py).

@@ -28,9 +28,11 @@ from ragsense.rag import BM25
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
-CONTEXT_POLICIES = ("relevance", "tail")
-"""How a context over the budget is fitted: keep the most relevant documents or sentences
-(``relevance``, the default), or keep its start and cut its end (``tail``, the policy before 0.x)."""
+CONTEXT_POLICIES = ("relevance", "lead", "tail")
+"""How a context over the budget is fitted: keep the most relevant documents or sentences, packed
+greedily into the budget (``relevance``, the default); keep the best-ranked document whole and then
+the next-ranked ones while they fit (``lead``, :func:`select_context`'s ``lead_limit``); or keep its
+start and cut its end (``tail``, the policy before 0.x)."""
 ContextBudget = int | Literal["auto", "window"] | None
 """A context budget: a number of model tokens for every row, ``"auto"`` (:func:`row_budget`), or
 ``"window"`` / ``None`` (the model window only: every context that fits is read whole)."""
@@ -261,6 +263,21 @@ class _Units:
         return parts
 
 
+def _lead(costs: Sequence[int], ranking: Sequence[int], budget: int, separator: int) -> list[int]:
+    """The ``lead`` packing: the best-ranked unit whatever its cost, then the next-ranked ones while
+    the total stays within ``budget`` (or the first unit's cost, when that is larger), stopping at the
+    first that does not fit; in original order."""
+    taken = [ranking[0]]
+    used = costs[ranking[0]]
+    limit = max(budget, used)
+    for i in ranking[1:]:
+        if used + separator + costs[i] > limit:
+            break  # a short document ranked far below is not read just because it fits
+        taken.append(i)
+        used += separator + costs[i]
+    return sorted(taken)
+
+
 def select_context(
     documents: Sequence[str],
     query: str,
@@ -268,9 +285,18 @@ def select_context(
     count_tokens: Callable[[str], int],
     *,
     separator: str = "\n\n",
+    lead_limit: int | None = None,
 ) -> Selection:
     """Keep the documents (or sentences) of ``documents`` most relevant to ``query`` within ``budget``
     tokens, in their original order.
+
+    With ``lead_limit`` (the ``lead`` policy), the best-ranked document is kept whole when it is at
+    most ``lead_limit`` tokens (the model window), even over ``budget``; the next-ranked documents
+    follow while the total stays within ``budget`` (or the first document's length), and the packing
+    stops at the first that does not fit. The best-ranked document is read as the answer's source
+    would be read alone, never cut to sentences of other documents, and a short document ranked far
+    below is not read just because it fits. Only a best-ranked document over ``lead_limit`` falls back
+    to sentences (within ``lead_limit``).
 
     >>> count = lambda s: len(s.split())
     >>> docs = ["Paris is in France.", "Bananas are yellow fruit.", "Berlin is the capital of Germany."]
@@ -279,13 +305,19 @@ def select_context(
     ([0, 2], [1], 'documents')
     >>> s.context
     'Paris is in France.\\n\\nBerlin is the capital of Germany.'
+    >>> select_context(docs, "What is the capital of Germany? Berlin.", 4, count, lead_limit=50).context
+    'Berlin is the capital of Germany.'
     """
     joined = separator.join(documents)
     total = count_tokens(joined)
     if total <= budget:
         return Selection(list(enumerate(documents)), separator, [], 0, "all")
-    units = _Units.of(documents, query, budget, count_tokens, separator)
-    parts = units.parts(units.take(units.ranking, budget))
+    units = _Units.of(documents, query, budget if lead_limit is None else lead_limit, count_tokens, separator)
+    if lead_limit is not None and not units.sentences:
+        taken = _lead(units.costs, units.ranking, budget, units.separator_cost)
+    else:
+        taken = units.take(units.ranking, budget if lead_limit is None else lead_limit)
+    parts = units.parts(taken)
     unit = "sentences" if units.sentences else "documents"
     if not parts:  # not one sentence fits: read the start of the context rather than nothing
         return tail_selection(documents, *tail_fit(count_tokens, joined, budget), separator)
@@ -293,6 +325,33 @@ def select_context(
     dropped = [i for i in range(len(documents)) if i not in kept]
     context = separator.join(t for _, t in parts)
     return Selection(parts, separator, dropped, max(total - count_tokens(context), 0), unit)
+
+
+def fit_context(
+    documents: Sequence[str],
+    query: str,
+    budget: int,
+    window: int,
+    count_tokens: Callable[[str], int],
+    policy: str,
+    separator: str,
+) -> Selection:
+    """What a row reads under ``policy`` (:data:`CONTEXT_POLICIES`): ``documents`` fitted to ``budget``
+    (at most ``window``, the model window less the prompt and answer). A relevance selection whose
+    join is still over ``window`` (the parts' token counts need not add up to their join's) and the
+    ``tail`` policy cut the context's end instead.
+
+    >>> count = lambda s: len(s.split())
+    >>> fit_context(["a b c", "d e"], "d", 2, 10, count, "tail", " ").context
+    'a b'
+    """
+    if policy != "tail":
+        lead = window if policy == "lead" else None
+        chosen = select_context(documents, query, budget, count_tokens, separator=separator, lead_limit=lead)
+        if chosen.unit == "all" or count_tokens(chosen.context) <= window:
+            return chosen
+    limit = budget if policy == "tail" else window
+    return tail_selection(documents, *tail_fit(count_tokens, separator.join(documents), limit), separator)
 
 
 def relevance_windows(

@@ -243,6 +243,8 @@ def consens_default_window(
     whole: bool = True,
     k0_budgets: Sequence[int] = GRID,
     budget: int | None = None,
+    policy: str = "relevance",
+    offset: int = 0,
 ) -> dict[str, Any]:
     """Run one part (module docstring). ``limit``: pairs per set (default 25); ``part="choose"``
     scores the whole document at k = 0 (``whole``), the window at each of ``budgets`` at
@@ -250,7 +252,9 @@ def consens_default_window(
     rule to the files written in ``out``); ``part="report"`` scores the library default (whatever
     ``ConSens()`` reads) at ``ks`` and the full pass at ``full_ks`` (default: k = 0 only) with the
     lexical-support and answer-length baselines. Distractors come from the first ``pool_size``
-    pairs of the part."""
+    pairs of the part. ``policy="lead"`` reads the window cells (``budgets``, ``k0_budgets`` and a
+    report ``budget``) with ``context_policy="lead"`` (amendment 2; files end in ``-lead``);
+    ``offset`` skips the part's first pairs (fresh report pairs)."""
     unknown = [name for name in sets if name not in SETS]
     if unknown or not sets or part not in ("choose", "report"):
         raise ParameterError(
@@ -265,9 +269,17 @@ def consens_default_window(
         "part": part,
         "pairs": n,
     }
+    if policy not in ("relevance", "lead"):
+        raise ParameterError(f"policies are relevance, lead; got {policy!r}", parameter="policy")
+    # The relevance policy's cells keep their names of before amendment 2 (-b128); lead's are -lead128.
+    window_condition, file_tag, tag = (
+        ("budget", "b", "") if policy == "relevance" else ("lead", "lead", " lead")
+    )
+    if offset:
+        figures["offset"] = offset
     for name in sets:
-        pool = split_by_document(load_more_pairs(name, data), seed)[part][: max(pool_size, n)]
-        pairs = pool[:n]
+        pool = split_by_document(load_more_pairs(name, data), seed)[part][: max(pool_size, offset + n)]
+        pairs = pool[offset : offset + n]
         table: dict[str, Any] = {
             "documents": len({p.documents[0] for p in pairs}),
             "baseline_answer_length": length_baseline([p.pos for p in pairs], [p.neg for p in pairs])[
@@ -281,16 +293,16 @@ def consens_default_window(
                 table["k=0 whole"] = cell
                 _write(out, f"choose-{name}-k0-whole", items)
             for b in budgets:
-                cell, items = score_cell(model, pairs, pool, k, "budget", b, seed)
-                table[f"k={k} window {b}"] = cell
-                _write(out, f"choose-{name}-k{k}-b{b}", items)
+                cell, items = score_cell(model, pairs, pool, k, window_condition, b, seed)
+                table[f"k={k} window {b}{tag}"] = cell
+                _write(out, f"choose-{name}-k{k}-{file_tag}{b}", items)
             for b in k0_budgets:
                 if _fits(model, pairs, b):  # every document fits: the window reads it whole
                     table[f"k=0 window {b}"] = FITS
                     continue
-                cell, items = score_cell(model, pairs, pool, 0, "budget", b, seed)
-                table[f"k=0 window {b}"] = cell
-                _write(out, f"choose-{name}-k0-b{b}", items)
+                cell, items = score_cell(model, pairs, pool, 0, window_condition, b, seed)
+                table[f"k=0 window {b}{tag}"] = cell
+                _write(out, f"choose-{name}-k0-{file_tag}{b}", items)
             print(json.dumps({name: table}, sort_keys=True), flush=True)
         else:
             set_ks = (ks or REPORT_KS).get(name, REPORT_KS[name])
@@ -301,7 +313,9 @@ def consens_default_window(
                 # With ``budget``, rows of several documents read ConSens(context_budget=budget): the
                 # default's reading when budget is AUTO_BUDGET (tests/consens/test_default_window.py).
                 windowed = budget is not None and k > 0
-                condition, suffix = ("budget", f"-b{budget}") if windowed else ("default", "")
+                condition, suffix = (
+                    (window_condition, f"-{file_tag}{budget}") if windowed else ("default", "")
+                )
                 cell, items = score_cell(model, pairs, pool, k, condition, budget or 0, seed)
                 row["default"] = cell
                 row["baseline_lexical_support"] = round(roc_auc(*_scores(items, "lexical_support")), 4)

@@ -224,8 +224,8 @@ def score_windows_cell(
 def _metric(model: LanguageModel, condition: str, budget: int) -> ConSens:
     if condition == "budget":
         return ConSens(model, context_budget=budget)
-    if condition == "tail":
-        return ConSens(model, context_budget=budget, context_policy="tail")
+    if condition in ("tail", "lead"):
+        return ConSens(model, context_budget=budget, context_policy=condition)
     if condition == "default":
         return ConSens(model)  # the library's default, whatever it reads
     # The full pass: no budget, the whole context, its end cut at the model window.
@@ -279,7 +279,7 @@ def score_cell(
             "id": rec["id"],
             "k": k,
             "condition": condition,
-            "budget": budget if condition in ("budget", "tail") else None,
+            "budget": budget if condition in ("budget", "tail", "lead") else None,
             "own_documents": own,
             "consens": r.consens,
             "verdict": r.verdict,
