@@ -85,6 +85,34 @@ def test_select_context_units() -> None:
     assert s.unit == "tail" and s.context == "one two three"
 
 
+def test_lead_keeps_the_best_ranked_document_whole_and_stops_at_the_first_misfit() -> None:
+    count = lambda s: len(s.split())  # noqa: E731
+    query = "source answer"
+    docs = ["filler one two", "source answer source answer and more words go here", "zzz q", "source x"]
+    # relevance: the best-ranked document (9 words) is over the budget of 6, so the window is packed
+    # from sentences of all documents.
+    assert select_context(docs, query, 6, count).unit == "sentences"
+    # lead: the best-ranked document whole, over the budget; the next-ranked one no longer fits.
+    lead = select_context(docs, query, 6, count, lead_limit=50)
+    assert lead.kept_documents == [1] and lead.unit == "documents"
+    # Within the budget the next-ranked documents follow in rank order until one does not fit; a
+    # short document ranked below it is not read (relevance's greedy packing reads it).
+    small = ["source answer", "alpha beta gamma", "source", "x"]
+    assert select_context(small, query, 5, count, lead_limit=50).kept_documents == [0, 2]
+    assert select_context(small, query, 5, count).kept_documents == [0, 2, 3]
+    # Over the model window (lead_limit) the best-ranked document falls back to sentences.
+    s = select_context(["source. answer words go on and on.", "other text"], "source", 3, count, lead_limit=4)
+    assert s.unit == "sentences" and 0 in s.kept_documents
+
+
+def test_lead_policy_through_the_scorer_reads_the_support_whole() -> None:
+    padded = [*FILLER, SUPPORT + " " + "It spans the river near the old mill and carries two lanes. " * 3]
+    lead = _score(padded, context_budget=20, context_policy="lead")
+    relevance = _score(padded, context_budget=20)
+    assert lead.kept_documents == [4] and lead.context_selection == "documents"
+    assert relevance.context_selection == "sentences"  # the supporting document alone is over 20 tokens
+
+
 def test_metric_options_reach_the_rows_and_the_settings() -> None:
     rows = [{"question": Q, "contexts": DOCS, "answer": ANSWER}]
     metric = attribution_metric(model="fake", context_budget=60)

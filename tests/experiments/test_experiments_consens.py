@@ -7,6 +7,7 @@ docs/results.md (and the `slow` test below checks the default model's WikiEval t
 import json
 
 import pytest
+from tests.golden._tolerance import SCORE_TOL
 
 from ragsense.cli import main
 from ragsense.consens import Aggregation
@@ -156,10 +157,12 @@ def test_wikieval_first_items_with_the_default_model(shared_data) -> None:  # ty
     assert figures["by_aggregation"]["geometric"]["auroc"] == pytest.approx(1.0, abs=1e-6)  # 25 of 25
     assert figures["by_aggregation"]["arithmetic"]["auroc"] == pytest.approx(0.84, abs=1e-6)  # 21 of 25
     assert figures["baseline_similarity"]["whole"]["auroc"] == pytest.approx(0.72, abs=1e-6)  # 18 of 25
+    # Means rounded to 4 places, pinned on this project's machine: one rounding step plus the
+    # cross-machine tolerance (tests/golden/_tolerance.py) apart on another.
     assert figures["by_aggregation"]["geometric"]["positive"]["mean"] == pytest.approx(
-        0.9409, abs=1e-6
+        0.9409, abs=1e-4 + SCORE_TOL
     )  # 0.9366 before the lemma rules
     assert figures["by_aggregation"]["geometric"]["negative"]["mean"] == pytest.approx(
-        0.4629, abs=1e-6
+        0.4629, abs=1e-4 + SCORE_TOL
     )  # 0.4634 before
     assert figures["by_aggregation"]["geometric"]["share_positive_higher"] == 1.0  # 5 of 5

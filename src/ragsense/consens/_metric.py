@@ -99,7 +99,8 @@ class ConSens:
     of two or more documents through a relevance window of :data:`AUTO_BUDGET` tokens and a single
     document whole; a number applies to every row; ``None`` is the model window only. A context over
     its budget keeps the documents, or sentences, most relevant to the answer (BM25), in order
-    (``context_policy="relevance"``), or its start (``"tail"``); the row lists ``kept_documents``,
+    (``context_policy="relevance"``), the best-ranked document whole and then the next-ranked ones
+    while they fit (``"lead"``), or its start (``"tail"``); the row lists ``kept_documents``,
     ``context_tokens_dropped``, ``context_selection`` and sets ``truncated`` (docs/metrics.md).
 
     >>> from ragsense import evaluate
