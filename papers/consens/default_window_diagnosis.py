@@ -19,11 +19,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ragsense.consens._select import _ranking
-from ragsense.experiments._default_window import load_more_pairs, split_by_document
-from ragsense.experiments._distractors import with_distractors
+from ragsense.experiments import load_more_pairs, split_by_document, with_distractors
 from ragsense.models import load_model
 from ragsense.rag import BM25
+
+
+def _ranking(scores: list[float]) -> list[int]:
+    """Documents best first, ties in their original order: the window's ranking."""
+    return sorted(range(len(scores)), key=lambda i: -scores[i])
 
 
 def _by_id(path: Path) -> dict[str, dict[str, Any]]:
