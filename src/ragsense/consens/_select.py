@@ -91,7 +91,7 @@ def check_context_policy(policy: str) -> str:
     >>> check_context_policy("head")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ragsense.errors.ParameterError: context_policy: must be one of relevance, tail, got 'head'
+    ragsense.errors.ParameterError: context_policy: must be one of relevance, lead, tail, got 'head'
     """
     if policy not in CONTEXT_POLICIES:
         raise ParameterError(
