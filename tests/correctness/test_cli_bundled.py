@@ -26,7 +26,7 @@ def _rows(shared_data: Path, n: int) -> list[dict[str, object]]:
 def test_features_train_evaluate_predict(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rows = _rows(shared_data, 6)
+    rows = _rows(shared_data, 4)
     rows.insert(2, {"id": "bad", "question": "Where?", "context": "", "reference": "x"})
     source = tmp_path / "rows.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -35,7 +35,7 @@ def test_features_train_evaluate_predict(
     # Exit code 3: the run finished, and a row (the empty context) has an error.
     assert main(["correctness", "features", str(source), "-o", str(features), *FAST, *cache]) == 3
     lines = [json.loads(x) for x in features.read_text().splitlines()]
-    assert len(lines) == 7 and lines[2]["errors"][0]["field"] == "context"
+    assert len(lines) == 5 and lines[2]["errors"][0]["field"] == "context"
     assert all("normal" in x for i, x in enumerate(lines) if i != 2)
     estimator = tmp_path / "est.npz"
     assert (
@@ -55,10 +55,10 @@ def test_features_train_evaluate_predict(
         == 0
     )
     trained = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert trained["n_train"] == 6 and trained["skipped"] == 1 and trained["threshold"] == 0.5
+    assert trained["n_train"] == 4 and trained["skipped"] == 1 and trained["threshold"] == 0.5
     assert main(["correctness", "evaluate", str(features), "--estimator", str(estimator)]) == 0
     evaluated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert evaluated["n"] == 6 and 0 <= evaluated["mse"] < 0.25
+    assert evaluated["n"] == 4 and 0 <= evaluated["mse"] < 0.25
     out = tmp_path / "estimates.jsonl"
     assert (
         main(
@@ -78,7 +78,7 @@ def test_features_train_evaluate_predict(
         == 3
     )
     estimates = [json.loads(x) for x in out.read_text().splitlines()]
-    assert len(estimates) == 7 and estimates[2]["errors"][0]["field"] == "context"
+    assert len(estimates) == 5 and estimates[2]["errors"][0]["field"] == "context"
     good = [(e, r) for e, r in zip(estimates, rows, strict=True) if not e["errors"]]
     assert all(0 <= e["correctness"] <= 1 and e["id"] == r["id"] for e, r in good)
     # The answers are the ones the features recorded (same model, same prompt, greedy).
@@ -97,7 +97,7 @@ def test_predict_with_another_base_model_is_refused(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source = tmp_path / "rows.jsonl"
-    source.write_text("".join(json.dumps(r) + "\n" for r in _rows(shared_data, 3)))
+    source.write_text("".join(json.dumps(r) + "\n" for r in _rows(shared_data, 2)))
     features = tmp_path / "f.jsonl"
     assert main(["correctness", "features", str(source), "-o", str(features), *FAST]) == 0
     assert main(["correctness", "train", str(features), "-o", str(tmp_path / "e.npz"), "--trees", "5"]) == 0

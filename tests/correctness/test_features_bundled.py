@@ -190,8 +190,9 @@ def test_long_contexts_are_cut_to_the_window_and_flagged(samples: list[Correctne
 
 def test_train_save_load_estimate(smollm2: Any, samples: list[CorrectnessSample], tmp_path: Path) -> None:
     extractor = FeatureExtractor(smollm2, settings=FAST, cache_dir=tmp_path)
-    train = [f for f in extractor.extract_many(samples[:5]) if isinstance(f, SampleFeatures)]
-    targets = correctness_targets([f.answer for f in train], [s.references for s in samples[:5]], "rouge_f1")
+    # Three samples: enough to fit a forest and exercise save and load (each costs a generation).
+    train = [f for f in extractor.extract_many(samples[:3]) if isinstance(f, SampleFeatures)]
+    targets = correctness_targets([f.answer for f in train], [s.references for s in samples[:3]], "rouge_f1")
     est = CorrectnessEstimator(n_trees=20, target_metric="rouge_f1", extractor_config=extractor.config).fit(
         train, targets
     )
