@@ -33,6 +33,8 @@ def test_retriever_alone_finds_the_control_document(tmp_path: Path) -> None:
     assert 0.85 <= recall["dense"] < recall["hybrid"]
 
 
+# Slow (kept out of the 15-minute default suite; run with -m slow): a cheaper test covers the path.
+@pytest.mark.slow
 @pytest.mark.model
 def test_pipeline_system_with_smollm2_is_deterministic(smollm2: Any, tmp_path: Path) -> None:
     source = generate_kinship_source(4, 2, seed=0)

@@ -173,6 +173,8 @@ def test_cli(first: FirstRun, ray_cluster: LocalRayCluster, tmp_path: Path) -> N
     assert (manifest["n_rows"], manifest["chunk_size"], manifest["n_shards"]) == (20, CHUNK, 10)
 
 
+# Slow (kept out of the 15-minute default suite; run with -m slow): a cheaper test covers the path.
+@pytest.mark.slow
 def test_local_ray_without_address(tmp_path: Path) -> None:
     """No --address: a Ray of its own on this machine, shut down when the run ends."""
     temp = Path(tempfile.mkdtemp(prefix="rs-local-", dir="/tmp"))  # short: Ray's socket paths
@@ -193,6 +195,8 @@ def test_local_ray_without_address(tmp_path: Path) -> None:
         shutil.rmtree(temp, ignore_errors=True)
 
 
+# Slow (kept out of the 15-minute default suite; run with -m slow): a cheaper test covers the path.
+@pytest.mark.slow
 def test_worker_node_killed_mid_run(first: FirstRun, ray_cluster: LocalRayCluster, tmp_path: Path) -> None:
     """The second node dies after the first shard is written: its actor's shard is retried on the head
     and the run completes with every row exactly once, still equal to a single process."""

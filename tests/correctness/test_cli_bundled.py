@@ -110,6 +110,8 @@ def test_predict_with_another_base_model_is_refused(
     assert "trained with base model 'smollm2-135m'" in capsys.readouterr().err
 
 
+# Slow (kept out of the 15-minute default suite; run with -m slow): a cheaper test covers the path.
+@pytest.mark.slow
 def test_experiment_prints_the_figures_as_its_last_line(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -82,6 +82,8 @@ class _Recording(_GenerateAndScoreOnly):
         return await self._inner.generate_scored(prompts, config)
 
 
+# Slow (kept out of the 15-minute default suite; run with -m slow): a cheaper test covers the path.
+@pytest.mark.slow
 def test_one_batched_call_is_bit_identical_to_the_per_prompt_path(
     smollm2: Any, samples: list[CorrectnessSample]
 ) -> None:
@@ -148,6 +150,8 @@ def test_features_are_finite_cached_and_resumable(
     again.close()
 
 
+# Slow (kept out of the 15-minute default suite; run with -m slow): a cheaper test covers the path.
+@pytest.mark.slow
 def test_generate_then_score_agrees_with_the_fused_pass(
     smollm2: Any, samples: list[CorrectnessSample]
 ) -> None:

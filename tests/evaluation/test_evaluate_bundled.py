@@ -87,6 +87,8 @@ def test_several_metrics_equal_each_alone(tmp_path: Path) -> None:
     )  # -0.267501 before the question-repeat rule
 
 
+# Slow (kept out of the 15-minute default suite; run with -m slow): a cheaper test covers the path.
+@pytest.mark.slow
 def test_resumed_run_equals_fresh_run(tmp_path: Path) -> None:
     fresh = tmp_path / "fresh.jsonl"
     evaluate(ROWS, _metrics(tmp_path), output=fresh, chunk_size=1, pool=ModelPool(), progress=False)

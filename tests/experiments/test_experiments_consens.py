@@ -140,6 +140,8 @@ def test_sentence_variant_drops_two_consecutive_sentences_with_answer_words(shar
     assert made >= 25
 
 
+# Slow (kept out of the 15-minute default suite; run with -m slow): a cheaper test covers the path.
+@pytest.mark.slow
 @pytest.mark.model
 def test_wikieval_first_items_with_the_default_model(shared_data) -> None:  # type: ignore[no-untyped-def]
     """A small slice of Experiment 1 in the default suite (full run: 0.935, docs/results.md)."""

@@ -126,6 +126,8 @@ def test_cli_resume_needs_out_and_a_resumable_experiment(capsys: pytest.CaptureF
     assert "cannot resume" in capsys.readouterr().err
 
 
+# Slow (kept out of the 15-minute default suite; run with -m slow): a cheaper test covers the path.
+@pytest.mark.slow
 def test_vera_wikieval_adherence_only_keeps_what_every_figure_is_recomputed_from(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

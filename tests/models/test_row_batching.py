@@ -69,6 +69,8 @@ def _score(model: TransformersModel, rows: list[tuple[str, list[str], str]]) -> 
     return [r for r in results if isinstance(r, GroundingResult)]
 
 
+# Slow (kept out of the 15-minute default suite; run with -m slow): a cheaper test covers the path.
+@pytest.mark.slow
 def test_batched_log_probs_are_the_single_row_ones_within_float_noise(
     smollm2: TransformersModel, spied: list[int]
 ) -> None:

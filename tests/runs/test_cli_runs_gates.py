@@ -175,6 +175,8 @@ def _wikieval_rows(shared_data: Path, which: str, n: int) -> list[dict[str, obje
     ]
 
 
+# Slow (kept out of the 15-minute default suite; run with -m slow): a cheaper test covers the path.
+@pytest.mark.slow
 @pytest.mark.model
 def test_compare_two_real_runs_on_wikieval(
     tmp_path: Path, shared_data: Path, capsys: pytest.CaptureFixture[str]

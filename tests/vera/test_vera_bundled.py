@@ -45,6 +45,8 @@ def squad_rows(shared_data: Path) -> list[RagRow]:
     ]
 
 
+# Slow (kept out of the 15-minute default suite; run with -m slow): a cheaper test covers the path.
+@pytest.mark.slow
 @pytest.mark.model
 def test_bundled_judge_evaluates_real_rows_deterministically(
     smollm2: Any, squad_rows: list[RagRow], tmp_path: Path
