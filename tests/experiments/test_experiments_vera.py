@@ -69,6 +69,9 @@ def test_vera_squad_resumes_an_interrupted_run(shared_data: Path, tmp_path: Path
     _check_resume(run, tmp_path / "vera_squad.jsonl", 8, "raw_answer")
 
 
+# Slow (kept out of the 15-minute default suite; run with -m slow): test_vera_squad_resumes_an_interrupted_run
+# covers the same resume path.
+@pytest.mark.slow
 def test_vera_wikieval_resumes_an_interrupted_run(shared_data: Path, tmp_path: Path) -> None:
     judge = load_model("fake")
 
