@@ -63,39 +63,45 @@ def _rows(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh]
 
 
+_MORE_FILES: dict[str, tuple[str, int, str, tuple[str | None, str, str, str]]] = {
+    "qa": (
+        "qa_rows_501_10000.jsonl.gz",
+        501,
+        "qa",
+        ("question", "knowledge", "right_answer", "hallucinated_answer"),
+    ),
+    "summarization": (
+        "summarization_rows_1_5000.jsonl.gz",
+        1,
+        "sum",
+        (None, "document", "right_summary", "hallucinated_summary"),
+    ),
+    "dialogue": (
+        "dialogue.jsonl.gz",
+        1,
+        "dlg",
+        ("dialogue_history", "knowledge", "right_response", "hallucinated_response"),
+    ),
+}
+"""halueval_more's sets: file, number of its first row, id prefix, and the fields holding the question
+(None: :data:`SUMMARY_QUESTION`), the document, the right and the hallucinated answer."""
+
+
 def load_more_pairs(name: str, data_dir: str | None = None) -> list[Pair]:
     """The pairs of one set (module docstring), in file order."""
     root = Path(data_dir) if data_dir else default_data_dir()
     more = root / "halueval_more"
-    if name == "qa":
-        rows = _rows(more / "qa_rows_501_10000.jsonl.gz")
-        return [
-            Pair(f"qa{i + 501}", r["question"], [r["knowledge"]], r["right_answer"], r["hallucinated_answer"])
-            for i, r in enumerate(rows)
-        ]
-    if name == "summarization":
-        rows = _rows(more / "summarization_rows_1_5000.jsonl.gz")
+    if name in _MORE_FILES:
+        file, first, prefix, (question, document, right, wrong) = _MORE_FILES[name]
         return [
             Pair(
-                f"sum{i + 1}",
-                SUMMARY_QUESTION,
-                [r["document"]],
-                r["right_summary"],
-                r["hallucinated_summary"],
+                f"{prefix}{i + first}",
+                SUMMARY_QUESTION if question is None else r[question],
+                [r[document]],
+                r[right],
+                r[wrong],
             )
-            for i, r in enumerate(rows)
-        ]
-    if name == "dialogue":
-        rows = _rows(more / "dialogue.jsonl.gz")
-        return [
-            Pair(
-                f"dlg{i + 1}",
-                r["dialogue_history"],
-                [r["knowledge"]],
-                r["right_response"],
-                r["hallucinated_response"],
-            )
-            for i, r in enumerate(rows)
+            for i, r in enumerate(_rows(more / file))
         ]
     if name == "summedits":
         with open(root / "summedits_dev" / "ectsum.json", encoding="utf-8") as fh:
