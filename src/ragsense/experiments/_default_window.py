@@ -339,3 +339,34 @@ def consens_default_window(
         figures[name] = table
     figures["seconds"] = round(time.perf_counter() - started, 1)
     return figures
+
+
+def choose_policy_from_files(folders: Sequence[str], sets: Sequence[str] = SETS) -> dict[str, Any]:
+    """Amendment 3's rule (docs/results.md): pool each set's ``choose`` pairs at :data:`CHOOSE_K` over
+    the per-item files of ``folders`` (``-b128`` for ``relevance``, ``-lead128`` for ``lead``; files
+    hold a pair's two rows one after the other), and keep ``lead`` when its mean AUROC over ``sets``
+    is at least ``relevance``'s (a tie goes to ``lead``: it reads less text unrelated to the answer).
+    Only the pairs present under both policies count, so the two means are over the same pairs."""
+
+    def pooled(name: str, tag: str) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+        pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        for folder in folders:
+            path = Path(folder) / f"choose-{name}-k{CHOOSE_K[name]}-{tag}.jsonl.gz"
+            if path.exists():
+                items = _rows(path)
+                for pos, neg in zip(items[0::2], items[1::2], strict=True):
+                    pairs[str(pos["id"]).rsplit(":", 1)[0]] = (pos, neg)
+        return pairs
+
+    per_set: dict[str, dict[str, Any]] = {}
+    for name in sets:
+        cells = {policy: pooled(name, tag) for policy, tag in (("relevance", "b128"), ("lead", "lead128"))}
+        common = sorted(set(cells["relevance"]) & set(cells["lead"]))
+        per_set[name] = {"pairs": len(common)} | {
+            policy: round(
+                roc_auc([cell[i][0]["consens"] for i in common], [cell[i][1]["consens"] for i in common]), 4
+            )
+            for policy, cell in cells.items()
+        }
+    mean = {p: round(sum(s[p] for s in per_set.values()) / len(per_set), 4) for p in ("relevance", "lead")}
+    return {"policy": "lead" if mean["lead"] >= mean["relevance"] else "relevance", "mean": mean, "sets": per_set}
