@@ -17,6 +17,9 @@ lexical support, answer length and MiniLM similarity, all on the same rows; no m
     python -m papers.consens.capable_readers table docs/results/consens/qwen2.5-coder-0.5b \\
         --out docs/results/consens/capable_readers.json
 
+``--also FOLDER`` adds another reader's columns (and a DeLong test against it) where it scored the
+very same texts.
+
 Nothing here chooses anything: the scores are the shipped default (``support``), so the report halves
 are read once, for the table.
 """
@@ -126,7 +129,7 @@ def score(args: argparse.Namespace) -> dict[str, Any]:
         for t, record in zip(texts, run.rows, strict=True):
             if record["errors"]:
                 raise SystemExit(f"{args.set} item {t.item} ({t.key}): {record['errors'][0]}")
-            result = {k: record[k] for k in ("consens", "r", "verdict", "words", "truncated")}
+            result = {k: record[k] for k in ("consens", "consens_raw", "verdict", "words", "truncated")}
             line = {"item": t.item, "key": t.key, "label": t.label, "group": t.group, "result": result}
             lines.append(json.dumps(line, allow_nan=False))
         with gzip.open(out / f"{args.set}.jsonl.gz", "wt", encoding="utf-8") as fh:
@@ -206,6 +209,20 @@ def verdicts(rows: list[Row], values: list[float]) -> dict[str, Any]:
     return out
 
 
+def _also(folder: Path, name: str, results: Path) -> tuple[str, list[Row]] | None:
+    """Another reader's rows of the same texts (``--also``), or None when it did not score them all."""
+    if not (folder / f"{name}.jsonl.gz").exists():
+        return None
+    mine = [(r["item"], r["key"]) for r in _records(results / f"{name}.jsonl.gz")]
+    other, _ = paired_rows(folder, Path("docs/results/consens/smollm2-135m"), name)
+    keys = [(r["item"], r["key"]) for r in _records(folder / f"{name}.jsonl.gz")]
+    by_text = dict(zip(keys, other, strict=True))
+    if any(t not in by_text for t in mine):
+        return None
+    model = json.loads((folder / f"{name}.json").read_text())["model"]
+    return model, [by_text[t] for t in mine]
+
+
 def table(args: argparse.Namespace) -> dict[str, Any]:
     results, reference = Path(args.results), Path(args.reference)
     figures: dict[str, Any] = {}
@@ -214,6 +231,7 @@ def table(args: argparse.Namespace) -> dict[str, Any]:
             continue
         ours, theirs = paired_rows(results, reference, name)
         run = json.loads((results / f"{name}.json").read_text())
+        also = [a for folder in args.also or () if (a := _also(Path(folder), name, results))]
         entry = {
             "n_texts": len(ours),
             "n_groups": len({r.group for r in ours}),
@@ -223,12 +241,16 @@ def table(args: argparse.Namespace) -> dict[str, Any]:
             f"geometric ({run['model']})": _auc(ours, [RULE_SCORES["geometric"](r) for r in ours]),
             "geometric (smollm2-135m)": _auc(theirs, [RULE_SCORES["geometric"](r) for r in theirs]),
         }
+        for model, rows in also:  # another capable reader on the very same texts
+            entry[f"support ({model})"] = _auc(rows, [_support_geomean(r) for r in rows])
+            entry[f"geometric ({model})"] = _auc(rows, [RULE_SCORES["geometric"](r) for r in rows])
         for base in ("lexical_support", "answer_length", "similarity_max_chunk", "similarity_whole"):
             entry[base] = _auc(ours, [BASELINES[base](r) for r in ours])
         # DeLong on the same texts: the capable reader against SmolLM2 and against each trivial baseline.
         labels = [r.label == 1 for r in ours]
         capable = [_support_geomean(r) for r in ours]
         others = {"support (smollm2-135m)": [_support_geomean(r) for r in theirs]}
+        others |= {f"support ({model})": [_support_geomean(r) for r in rows] for model, rows in also}
         others |= {b: [BASELINES[b](r) for r in ours] for b in ("lexical_support", "answer_length")}
         entry["delong"] = {
             k: {key: round(val, 4) for key, val in delong_paired(capable, v, labels).to_dict().items()}
@@ -312,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("results")
     t.add_argument("--reference", default="docs/results/consens/smollm2-135m")
     t.add_argument("--out")
+    t.add_argument("--also", action="append", help="another reader's folder: its columns, same texts")
     args = parser.parse_args(argv)
     if args.command == "score":
         print(json.dumps(score(args)))

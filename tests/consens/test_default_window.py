@@ -14,7 +14,9 @@ from ragsense import evaluate, grounding
 from ragsense.cli import main
 from ragsense.consens import (
     AUTO_BUDGET,
+    AUTO_POLICY,
     DEFAULT_CONTEXT_BUDGET,
+    DEFAULT_CONTEXT_POLICY,
     ConSens,
     GroundingResult,
     GroundingScorer,
@@ -80,8 +82,27 @@ def test_several_documents_are_read_through_the_window_one_document_whole() -> N
     assert whole.context_selection == "all" and whole.kept_documents == list(range(len(DOCS)))
     # a number applies to every row, a single document included
     assert _score([LONG_DOC], context_budget=AUTO_BUDGET).context_selection == "sentences"
-    # the default window is exactly the budget AUTO_BUDGET on a multi-document row
-    assert _score(DOCS).to_dict() == _score(DOCS, context_budget=AUTO_BUDGET).to_dict()
+    # the default window is exactly the budget AUTO_BUDGET read with AUTO_POLICY on a multi-document row
+    assert (
+        _score(DOCS).to_dict()
+        == _score(DOCS, context_budget=AUTO_BUDGET, context_policy=AUTO_POLICY).to_dict()
+    )
+
+
+def test_the_default_reads_the_best_ranked_document_whole_a_number_caps_it() -> None:
+    # Amendment 3 (docs/results.md): under "auto" the supporting document is read whole even when it
+    # is over the budget (lead); an explicit budget is a hard cap (relevance: its best sentences).
+    assert DEFAULT_CONTEXT_POLICY == "auto" and AUTO_POLICY == "lead"
+    long_support = SUPPORT + " " + "Maria Keller also designed the Elm bridge lamps in 1931. " * 30
+    docs = [*FILLERS[:3], long_support, *FILLERS[3:]]
+    fake = load_model("fake")
+    assert fake.count_tokens(long_support) > AUTO_BUDGET
+    default = _score(docs)
+    assert default.kept_documents == [3] and default.context_selection == "documents"
+    capped = _score(docs, context_budget=AUTO_BUDGET)
+    assert capped.context_selection == "sentences"
+    assert capped.context_tokens_dropped > default.context_tokens_dropped
+    assert ConSens(model="fake").settings()["context_policy"] == "auto"
 
 
 def test_empty_documents_do_not_count_towards_several() -> None:

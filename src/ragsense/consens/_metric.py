@@ -21,6 +21,7 @@ from ragsense.consens._scorer import (
 )
 from ragsense.consens._select import (
     DEFAULT_CONTEXT_BUDGET,
+    DEFAULT_CONTEXT_POLICY,
     ContextBudget,
     check_context_budget,
     check_context_policy,
@@ -98,10 +99,12 @@ class ConSens:
     ``context_budget``: the most context tokens to read: ``"auto"`` (the default) reads a context
     of two or more documents through a relevance window of :data:`AUTO_BUDGET` tokens and a single
     document whole; a number applies to every row; ``None`` is the model window only. A context over
-    its budget keeps the documents, or sentences, most relevant to the answer (BM25), in order
-    (``context_policy="relevance"``), the best-ranked document whole and then the next-ranked ones
-    while they fit (``"lead"``), or its start (``"tail"``); the row lists ``kept_documents``,
-    ``context_tokens_dropped``, ``context_selection`` and sets ``truncated`` (docs/metrics.md).
+    its budget keeps the best-ranked document (BM25 on the question and answer) whole and then the
+    next-ranked ones while they fit (``context_policy="lead"``, what ``"auto"`` reads under the
+    ``"auto"`` budget), the documents or sentences most relevant to the answer packed into the budget
+    (``"relevance"``, what ``"auto"`` reads under a number of tokens), or its start (``"tail"``), in
+    their original order; the row lists ``kept_documents``, ``context_tokens_dropped``,
+    ``context_selection`` and sets ``truncated`` (docs/metrics.md).
 
     >>> from ragsense import evaluate
     >>> run = evaluate([{"question": "Who designs proteins?",
@@ -128,7 +131,7 @@ class ConSens:
         model_options: Mapping[str, Any] | None = None,
         bands: Bands | str | None = None,
         context_budget: ContextBudget = DEFAULT_CONTEXT_BUDGET,
-        context_policy: str = "relevance",
+        context_policy: str = DEFAULT_CONTEXT_POLICY,
     ) -> None:
         try:
             self.aggregation = Aggregation(aggregation)
@@ -228,7 +231,7 @@ def attribution_metric(
     model_options: Mapping[str, Any] | None = None,
     bands: Bands | str | None = None,
     context_budget: ContextBudget = DEFAULT_CONTEXT_BUDGET,
-    context_policy: str = "relevance",
+    context_policy: str = DEFAULT_CONTEXT_POLICY,
 ) -> ConSens:
     """``--metrics attribution``: ConSens with leave-one-document-out attribution.
 

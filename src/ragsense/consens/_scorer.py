@@ -26,12 +26,14 @@ from ragsense.consens._math import (
 from ragsense.consens._prompt import PromptTemplate
 from ragsense.consens._select import (
     DEFAULT_CONTEXT_BUDGET,
+    DEFAULT_CONTEXT_POLICY,
     ContextBudget,
     Selection,
     check_context_budget,
     check_context_policy,
     fit_context,
     row_budget,
+    row_policy,
     tail_fit,
 )
 from ragsense.consens._verdicts import Bands, verdict_of
@@ -272,7 +274,7 @@ class GroundingScorer:
         no_context_cache: NoContextCache | None = None,
         bands: Bands | None = None,
         context_budget: ContextBudget = DEFAULT_CONTEXT_BUDGET,
-        context_policy: str = "relevance",
+        context_policy: str = DEFAULT_CONTEXT_POLICY,
     ) -> None:
         # mypy rejects a Protocol where type[T] is expected (python/mypy#4717); require() only
         # uses it with isinstance, which a runtime_checkable Protocol supports.
@@ -343,7 +345,7 @@ class GroundingScorer:
         chosen_budget = row_budget(self.context_budget, len(documents))
         budget = window if chosen_budget is None else min(window, chosen_budget)
         sep, count = self.template.document_separator, self.model.count_tokens
-        query, policy = f"{question}\n{answer}", self.context_policy
+        query, policy = f"{question}\n{answer}", row_policy(self.context_policy, self.context_budget)
         chosen = fit_context(documents, query, budget, window, count, policy, sep)
         chosen = chosen.renumbered(positions)
         # Split after each document: a leave-one-out prompt shares the documents before the one it

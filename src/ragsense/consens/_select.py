@@ -28,11 +28,15 @@ from ragsense.rag import BM25
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
-CONTEXT_POLICIES = ("relevance", "lead", "tail")
+CONTEXT_POLICIES = ("auto", "relevance", "lead", "tail")
 """How a context over the budget is fitted: keep the most relevant documents or sentences, packed
-greedily into the budget (``relevance``, the default); keep the best-ranked document whole and then
-the next-ranked ones while they fit (``lead``, :func:`select_context`'s ``lead_limit``); or keep its
-start and cut its end (``tail``, the policy before 0.x)."""
+greedily into the budget (``relevance``); keep the best-ranked document whole and then the
+next-ranked ones while they fit (``lead``, :func:`select_context`'s ``lead_limit``); keep its start
+and cut its end (``tail``, the policy before 0.x); or ``auto`` (the default, :func:`row_policy`)."""
+DEFAULT_CONTEXT_POLICY = "auto"
+AUTO_POLICY = "lead"
+"""The policy of ``"auto"`` under the ``"auto"`` budget, chosen on development rows by the
+pre-registered rule 4 of docs/results.md ("Amendment 3"; issue 40)."""
 ContextBudget = int | Literal["auto", "window"] | None
 """A context budget: a number of model tokens for every row, ``"auto"`` (:func:`row_budget`), or
 ``"window"`` / ``None`` (the model window only: every context that fits is read whole)."""
@@ -85,13 +89,28 @@ def row_budget(budget: ContextBudget, documents: int) -> int | None:
     return int(budget)
 
 
+def row_policy(policy: str, budget: ContextBudget) -> str:
+    """The policy a row is fitted with: ``"auto"`` is :data:`AUTO_POLICY` under the ``"auto"``
+    budget, and ``relevance`` under a number of tokens or the model window (a number is then a hard
+    cap: ``lead`` may read the best-ranked document past it).
+
+    >>> row_policy("auto", "auto"), row_policy("auto", 128), row_policy("auto", None)
+    ('lead', 'relevance', 'relevance')
+    >>> row_policy("tail", "auto")
+    'tail'
+    """
+    if policy != DEFAULT_CONTEXT_POLICY:
+        return policy
+    return AUTO_POLICY if budget == AUTO else "relevance"
+
+
 def check_context_policy(policy: str) -> str:
     """``policy`` when it is one of :data:`CONTEXT_POLICIES`.
 
     >>> check_context_policy("head")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ragsense.errors.ParameterError: context_policy: must be one of relevance, lead, tail, got 'head'
+    ragsense.errors.ParameterError: context_policy: must be one of auto, relevance, lead, tail, got 'head'
     """
     if policy not in CONTEXT_POLICIES:
         raise ParameterError(

@@ -369,4 +369,5 @@ def choose_policy_from_files(folders: Sequence[str], sets: Sequence[str] = SETS)
             for policy, cell in cells.items()
         }
     mean = {p: round(sum(s[p] for s in per_set.values()) / len(per_set), 4) for p in ("relevance", "lead")}
-    return {"policy": "lead" if mean["lead"] >= mean["relevance"] else "relevance", "mean": mean, "sets": per_set}
+    policy = "lead" if mean["lead"] >= mean["relevance"] else "relevance"
+    return {"policy": policy, "mean": mean, "sets": per_set}
