@@ -119,7 +119,8 @@ def test_the_real_library_agrees_with_the_float32_path_on_smollm2() -> None:
     torch_model = load_model("smollm2-135m", threads=1)
     [a] = asyncio.run(ours.score([request]))  # type: ignore[attr-defined]
     [b] = asyncio.run(torch_model.score([request]))  # type: ignore[attr-defined]
-    assert a.tokens == b.tokens and a.offsets == b.offsets and a.prompt_tokens == b.prompt_tokens
+    # The same tokens in the same places (the token strings differ in spelling: text against BPE symbols).
+    assert a.offsets == b.offsets and a.prompt_tokens == b.prompt_tokens
     # Quantized matrix products against de-quantized float32 ones: close, not equal.
     assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 0.5
     [again] = asyncio.run(ours.score([request]))  # type: ignore[attr-defined]
