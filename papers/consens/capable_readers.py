@@ -209,12 +209,12 @@ def verdicts(rows: list[Row], values: list[float]) -> dict[str, Any]:
     return out
 
 
-def _also(folder: Path, name: str, results: Path) -> tuple[str, list[Row]] | None:
+def _also(folder: Path, name: str, results: Path, reference: Path) -> tuple[str, list[Row]] | None:
     """Another reader's rows of the same texts (``--also``), or None when it did not score them all."""
     if not (folder / f"{name}.jsonl.gz").exists():
         return None
     mine = [(r["item"], r["key"]) for r in _records(results / f"{name}.jsonl.gz")]
-    other, _ = paired_rows(folder, Path("docs/results/consens/smollm2-135m"), name)
+    other, _ = paired_rows(folder, reference, name)
     keys = [(r["item"], r["key"]) for r in _records(folder / f"{name}.jsonl.gz")]
     by_text = dict(zip(keys, other, strict=True))
     if any(t not in by_text for t in mine):
@@ -231,7 +231,7 @@ def table(args: argparse.Namespace) -> dict[str, Any]:
             continue
         ours, theirs = paired_rows(results, reference, name)
         run = json.loads((results / f"{name}.json").read_text())
-        also = [a for folder in args.also or () if (a := _also(Path(folder), name, results))]
+        also = [a for folder in args.also or () if (a := _also(Path(folder), name, results, reference))]
         entry = {
             "n_texts": len(ours),
             "n_groups": len({r.group for r in ours}),

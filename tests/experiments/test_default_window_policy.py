@@ -44,3 +44,12 @@ def test_amendment_2_choice_is_reproduced_from_the_committed_files() -> None:
         "dialogue": 16,
         "summedits": 16,
     }
+
+
+def test_amendment_3_choice_is_reproduced_from_the_committed_files() -> None:
+    # AUROC is a ranking of committed scores: the same on every machine.
+    result = choose_policy_from_files([str(COMMITTED), str(COMMITTED / "amendment3")])
+    assert result["policy"] == "lead"
+    assert result["mean"] == {"relevance": 0.7087, "lead": 0.7145}
+    assert all(s["pairs"] == 40 for s in result["sets"].values())
+    assert json.loads((COMMITTED / "amendment3" / "rule4.json").read_text()) == result

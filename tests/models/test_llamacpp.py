@@ -125,3 +125,32 @@ def test_the_real_library_agrees_with_the_float32_path_on_smollm2() -> None:
     assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 0.5
     [again] = asyncio.run(ours.score([request]))  # type: ignore[attr-defined]
     assert again.logprobs == a.logprobs  # deterministic at a fixed thread count
+
+
+def test_checked_gguf_keeps_the_join_and_joins_again_when_it_changes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import hashlib
+    from dataclasses import replace
+
+    from ragsense.models import _bundled
+    from ragsense.models._parted import PartedWeights
+
+    weights = b"GGUF" + bytes(range(256)) * 4
+    spec = _bundled.BUNDLED_MODELS["qwen2.5-coder-0.5b"]
+    parts = PartedWeights("0", (), len(weights), hashlib.sha256(weights).hexdigest())
+    monkeypatch.setitem(_bundled.BUNDLED_MODELS, spec.name, replace(spec, parts=parts))
+    monkeypatch.setenv("RAGSENSE_CACHE_DIR", str(tmp_path))
+    joins: list[Path] = []
+
+    def join(s: _bundled.BundledModel, folder: Path) -> Path:  # stands in for joining the installed parts
+        joins.append(folder)
+        (folder / s.gguf_file).write_bytes(weights)
+        return folder / s.gguf_file
+
+    monkeypatch.setattr(_bundled, "_gguf_path", join)
+    first = _bundled.checked_gguf(spec.name)
+    assert first.read_bytes() == weights and len(joins) == 1
+    assert _bundled.checked_gguf(spec.name) == first and len(joins) == 1  # kept, checked, not joined again
+    first.write_bytes(weights[:-1] + b"x")  # altered in the cache
+    assert _bundled.checked_gguf(spec.name).read_bytes() == weights and len(joins) == 2

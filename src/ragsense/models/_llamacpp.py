@@ -23,6 +23,7 @@ import numpy as np
 
 from ragsense.errors import BackendUnavailableError
 from ragsense.models._interface import ContinuationScore, ModelInfo, ScoreRequest
+from ragsense.models._token_counts import TokenCounts
 
 DEFAULT_CONTEXT = 4096
 """Tokens per sequence by default. llama.cpp keeps a float32 logit row per token of the window when
@@ -97,12 +98,17 @@ class LlamaCppModel:
             fingerprint=fingerprint,
             extra={"threads": str(threads), "gguf": path.name},
         )
+        # The relevance window counts every document and sentence of a row: memoised as in every backend.
+        self._token_counts = TokenCounts(self._count_uncached)
 
     @property
     def info(self) -> ModelInfo:
         return self._info
 
     def count_tokens(self, text: str) -> int:
+        return self._token_counts(text)
+
+    def _count_uncached(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     async def aclose(self) -> None:
