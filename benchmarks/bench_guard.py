@@ -325,6 +325,11 @@ def main() -> None:
         default="load,soak,fault",
         help="comma-separated: load (with offline and disconnect), soak, fault",
     )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="also write the report here after every phase and level (a run cut off keeps what it did)",
+    )
     args = parser.parse_args()
     phases = set(args.phases.split(","))
     rows = _rows(args.data)
@@ -344,7 +349,14 @@ def main() -> None:
             fault_server = Server(args.model, args.threads, workdir, args.device, args.dtype)
             report["fault"] = asyncio.run(fault(fault_server, rows, args.fault_after))
             print("fault:", report["fault"], file=sys.stderr)
+    _checkpoint(args, report)
     print(json.dumps(report))
+
+
+def _checkpoint(args: argparse.Namespace, report: dict[str, Any]) -> None:
+    """Rewrite ``--out`` with the report so far; the complete report replaces it at the end."""
+    if args.out is not None:
+        args.out.write_text(json.dumps(report) + "\n")
 
 
 def _load_and_soak(
@@ -360,6 +372,7 @@ def _load_and_soak(
             offline_rows, args.model, args.threads, workdir, args.device, args.dtype
         )
         print("offline before:", report["offline_before"], file=sys.stderr)
+        _checkpoint(args, report)
     server = Server(args.model, args.threads, workdir, args.device, args.dtype)
     report["rss_ready_mb"] = round(server.rss_mb(), 1)
     if "load" in phases:
@@ -368,10 +381,12 @@ def _load_and_soak(
             result = asyncio.run(load(server.url, rows, clients, requests, None, f"c{clients}"))
             print("load:", result, file=sys.stderr)
             levels.append(result)
-        report["load"] = levels
+            report["load"] = levels
+            _checkpoint(args, report)
         give_up = 0.5 * levels[-1]["p50_ms"] / 1000
         report["disconnect"] = asyncio.run(disconnect(server.url, rows, give_up_s=give_up))
         print("disconnect:", report["disconnect"], file=sys.stderr)
+        _checkpoint(args, report)
     if "soak" in phases:
         samples: list[tuple[float, float]] = []
         after_batch: list[tuple[float, float]] = []  # the gauge, one point each time it changes
@@ -392,6 +407,7 @@ def _load_and_soak(
             "after_batch_mb": _after_batch(after_batch),
         }
         print("soak:", report["soak"], file=sys.stderr)
+        _checkpoint(args, report)
     server.stop()
     if "load" in phases:
         report["offline_after"] = offline(

@@ -94,10 +94,18 @@ def _profile(models: dict[str, Any], rows: list[tuple[str, list[str], str]], pat
 
     parts = []
     for name, model in models.items():
+        if hasattr(model, "clear_prompt_cache"):
+            model.clear_prompt_cache()  # as in the timed run: these rows' prompts not yet kept
+        started = time.perf_counter()
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             _consens(model, rows)
-        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25)
-        parts.append(f"== {name}, {len(rows)} rows\n{table}")
+        wall = time.perf_counter() - started
+        averages = prof.key_averages()
+        table = averages.table(sort_by="self_cpu_time_total", row_limit=25)
+        parts.append(f"== {name}, {len(rows)} rows, {wall:.2f} s under the profiler\n{table}")
+        if any(a.device_time_total for a in averages):
+            by_device = averages.table(sort_by="self_device_time_total", row_limit=15)
+            parts.append(f"== {name}, by GPU time\n{by_device}")
     path.write_text("\n".join(parts))
 
 
@@ -122,7 +130,10 @@ def main() -> None:
         help="also time the transformers backend with cuDNN attention allowed (cudnn_attention=True)",
     )
     parser.add_argument(
-        "--profile", type=Path, help="write torch.profiler's busiest operators on 6 rows here"
+        "--profile", type=Path, help="write torch.profiler's busiest operators on --profile-rows rows here"
+    )
+    parser.add_argument(
+        "--profile-rows", type=int, default=6, help="the last N rows, profiled (default 6; 0: all)"
     )
     parser.add_argument("--data", default=None)
     parser.add_argument("--out", type=Path)
@@ -131,6 +142,14 @@ def main() -> None:
         "--reference", type=Path, help="a --scores file of another run (CPU float32): report agreement"
     )
     parser.add_argument("--no-raw", action="store_true", help="skip the raw forward pass (a reference run)")
+    parser.add_argument(
+        "--also-batch",
+        action="append",
+        default=[],
+        metavar="ROWSxTOKENS",
+        help="also time the transformers backend with max_batch_size=ROWS and max_batch_tokens=TOKENS "
+        "(same weights, its own prompt cache; repeatable), e.g. 64x131072",
+    )
     args = parser.parse_args()
     backends = {b.strip() for b in args.backends.split(",") if b.strip()}
     if "transformers" not in backends or not backends <= {"vllm", "transformers"}:
@@ -146,6 +165,11 @@ def main() -> None:
     hf = models["transformers"] = load_model(args.model, device=args.device, dtype=args.dtype)
     if args.compare_cudnn:
         models["transformers_cudnn_attention"] = hf.with_settings(cudnn_attention=True)
+    for setting in args.also_batch:
+        size, tokens = (int(x) for x in setting.lower().split("x"))
+        models[f"transformers_batch_{size}x{tokens}"] = hf.with_settings(
+            max_batch_size=size, max_batch_tokens=tokens
+        )
     requests = _unique_requests(GroundingScorer(hf), rows)
     for model in models.values():
         _consens(model, rows[:2])  # warm-up (CUDA graphs, allocator)
@@ -158,7 +182,7 @@ def main() -> None:
     else:
         raw_s, tokens = _raw_forward(hf, requests, args.batch)
     if args.profile:
-        _profile(models, rows[-6:], args.profile)
+        _profile(models, rows[-args.profile_rows :] if args.profile_rows else rows, args.profile)
     report: dict[str, Any] = {
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
         "device": args.device,
@@ -198,6 +222,11 @@ def main() -> None:
             "reference": {k: reference.get(k) for k in ("device", "dtype", "model", "items")},
             **_agreement(scores["transformers"], reference["rows"][: len(rows)]),
         }
+        for name in models:
+            if name.startswith("transformers_batch_"):
+                report.setdefault("agreement_of_settings_with_reference", {})[name] = _agreement(
+                    scores[name], reference["rows"][: len(rows)]
+                )
     for key in (
         "agreement",
         "agreement_with_reference",

@@ -37,6 +37,8 @@ step_s=${STEP_S:-240}
 limit=${LIMIT:-25}
 ks=${KS:-0,5,10,20,40}
 guard_requests=${GUARD_REQUESTS:-12 24 96}
+profile_rows=${PROFILE_ROWS:-6}  # rows bench_vllm profiles (0: all)
+also_batch=${ALSO_BATCH:-}  # e.g. "64x131072 128x262144": bench_vllm also times these batch settings
 python=${PYTHON:-python3}
 
 if [ "$mode" = stage ]; then
@@ -119,8 +121,10 @@ if has bench_vllm; then
             --items "$items" --no-raw --scores "$reference" --out "$out/reference-cpu-float32-run.json" \
             > /dev/null 2> "$out/reference.log"
     fi
+    also=()
+    for setting in $also_batch; do also+=(--also-batch "$setting"); done
     step bench_vllm "$python" -m benchmarks.bench_vllm --backends transformers --device "$device" --dtype bfloat16 \
-        --items "$items" --profile "$out/bench_vllm-profile.txt" --reference "$reference" \
+        --items "$items" --profile "$out/bench_vllm-profile.txt" --profile-rows "$profile_rows" --reference "$reference" "${also[@]}" \
         --scores "$out/scores-$device-bfloat16.json" --out "$out/bench_vllm-transformers-bfloat16.json" \
         > /dev/null 2> "$out/bench_vllm.log"
 fi
@@ -129,7 +133,8 @@ if has guard; then
     # shellcheck disable=SC2086  # GUARD_REQUESTS is three numbers
     step guard "$python" -m benchmarks.bench_guard --phases load --device "$device" --dtype bfloat16 \
         --data "$data_dir/wikieval" --requests $guard_requests --offline-rows "$(( items < 32 ? items : 32 ))" \
-        > "$out/bench_guard-bfloat16.json" 2> "$out/bench_guard.log"
+        --out "$out/bench_guard-bfloat16.json" \
+        > /dev/null 2> "$out/bench_guard.log"
 fi
 
 distractors() {  # distractors DTYPE FOLDER [more experiment options]

@@ -64,3 +64,24 @@ def test_every_document_counts_and_the_share_is_of_scored_words() -> None:
     assert vocab.states("Babbage") and vocab.states("Lovelace")
     assert unsupported_share(["Ada", "Babbage", "Turing", "Church"], ["Ada met Babbage."]) == 0.5
     assert unsupported_share([], ["anything"]) == 0.0
+
+
+def test_sentence_index_answers_as_one_vocabulary_per_sentence() -> None:
+    """The learned verdict's features ask which context sentences state a word; the index must give
+    exactly what one ContextVocabulary per sentence gives (hyphen parts within one sentence)."""
+    from ragsense.text import SentenceIndex
+
+    sentences = [
+        "Marie Curie discovered polonium in 1898.",
+        "Pierre named the element; the COVID 19 dose was two mg.",
+        "Curie-Pierre studies 1,000 designs.",
+        "",
+    ]
+    index = SentenceIndex(sentences)
+    words = [
+        "Curie", "Pierre", "Curie-Pierre", "COVID-19", "discovers", "2", "1000", "studied",
+        "Marie-Pierre", "polonium-1898", "element's", "designed", "Paris", "two-mg",
+    ]  # fmt: skip
+    for word in words:
+        expected = frozenset(i for i, s in enumerate(sentences) if ContextVocabulary([s]).states(word))
+        assert index.where(word) == expected, word

@@ -111,3 +111,29 @@ def test_doctests() -> None:
     result = doctest.testmod(words_module)
     assert result.attempted > 0
     assert result.failed == 0
+
+
+def test_the_regular_expression_equals_the_scanner_on_random_strings() -> None:
+    """split_words runs a regular expression; the character scanner states the rules. The two must
+    split alike: compared on strings drawn from the characters where the rules differ (joiners,
+    number joiners, combining marks of three kinds, decimal and non-decimal digits of other scripts,
+    the underscore, a spacing mark, format characters, CJK)."""
+    import random
+
+    rng = random.Random(36)
+    alphabets = (
+        "aZ09-'.,_ \n!",
+        "aZ09-'.,_ \u0308\u0301\u093e\u0915\u0661\u00b2\u2010\u2011\u2019\u200c\u200d\u2013\u4e2d\u00e9",
+    )
+    for alphabet in alphabets:
+        for _ in range(20_000):
+            text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+            assert split_words(text) == words_module._scan(text), ascii(text)
+    for text in ("1,000.5 mg", "end.Next", "a--b", "dogs' 3.5.7 a1.5 1.a x-1 '-' O'Neill", "nai\u0308ve"):
+        assert split_words(text) == words_module._scan(text), text
+
+
+def test_non_ascii_text_keeps_its_marks_inside_words() -> None:
+    assert texts("nai\u0308ve e\u2011mail 1,000 \u0661,\u0662") == [
+        "nai\u0308ve", "e\u2011mail", "1,000", "\u0661,\u0662"
+    ]  # fmt: skip

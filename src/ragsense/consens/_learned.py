@@ -33,7 +33,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from itertools import combinations
 from typing import Any, Protocol
@@ -41,7 +41,7 @@ from typing import Any, Protocol
 from ragsense.consens._math import _quantile as sorted_quantile
 from ragsense.consens._math import support_r
 from ragsense.errors import ParameterError
-from ragsense.text import ContextVocabulary, normalize_word, split_sentences, split_words
+from ragsense.text import SentenceIndex, normalize_word, split_sentences, word_texts
 
 LEARNED_FORMAT = "ragsense.learned_verdict/1"
 """The ``format`` tag of a learned-verdict file; another tag is refused."""
@@ -96,20 +96,33 @@ def _is_key(text: str, opens_sentence: bool) -> bool:
 
 @dataclass
 class _Context:
-    """The context as sentences, each with its own vocabulary, and the whole context's exact words."""
+    """The context as sentences (one index of which sentence states which word) and the whole
+    context's exact words."""
 
-    sentences: list[ContextVocabulary]
+    sentences: SentenceIndex
+    n_sentences: int
     exact: set[str]
 
     @classmethod
     def of(cls, contexts: Sequence[str]) -> _Context:
-        sentences = [ContextVocabulary([s.text]) for c in contexts for s in split_sentences(c)]
-        exact = {normalize_word(w.text) for c in contexts for w in split_words(c)}
-        return cls(sentences, exact)
+        return _context(tuple(contexts))
+
+    @classmethod
+    def build(cls, contexts: tuple[str, ...]) -> _Context:
+        texts = [s.text for c in contexts for s in split_sentences(c)]
+        exact = {normalize_word(w) for c in contexts for w in set(word_texts(c))}
+        return cls(SentenceIndex(texts), len(texts), exact)
 
     def where(self, word: str) -> frozenset[int]:
         """The context sentences that state ``word``."""
-        return frozenset(i for i, v in enumerate(self.sentences) if v.states(word))
+        return self.sentences.where(word)
+
+
+# Two answers to one context (a pair, a guard's retries, a leave-one-out over the same documents) share
+# its index; read-only once built.
+@lru_cache(maxsize=32)
+def _context(contexts: tuple[str, ...]) -> _Context:
+    return _Context.build(contexts)
 
 
 def _pair_share(where: Sequence[frozenset[int]], keep: Sequence[bool]) -> float | None:
@@ -215,7 +228,7 @@ def learned_features(words: Sequence[ScoredWord], answer: str, contexts: Sequenc
         _mean([float(s) for s in keys_all], 1.0),
         min(weakest_key),
         min(weakest_support),
-        _concentration([w for w in where if w], len(context.sentences)),
+        _concentration([w for w in where if w], context.n_sentences),
         _mean(pairs),
         min(pairs),
         _mean(key_pairs),

@@ -16,8 +16,8 @@ from ragsense.text._closed_class import CLOSED_CLASS_WORDS, is_closed_class
 from ragsense.text._content import ContentSelection, DropReason, Fallback, content_words
 from ragsense.text._refusal import is_refusal
 from ragsense.text._statements import Span, split_sentences, split_statements
-from ragsense.text._support import ContextVocabulary, stated_in_context, unsupported_share
-from ragsense.text._words import Word, normalize_word, split_words
+from ragsense.text._support import ContextVocabulary, SentenceIndex, stated_in_context, unsupported_share
+from ragsense.text._words import Word, normalize_word, split_words, word_texts
 
 __all__ = [
     "CLOSED_CLASS_WORDS",
@@ -25,6 +25,7 @@ __all__ = [
     "ContextVocabulary",
     "DropReason",
     "Fallback",
+    "SentenceIndex",
     "Span",
     "Word",
     "align_tokens_to_words",
@@ -38,4 +39,5 @@ __all__ = [
     "stated_in_context",
     "unsupported_share",
     "word_logprob_sums",
+    "word_texts",
 ]

@@ -22,9 +22,10 @@ that the context does not state.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from ragsense.text._lemma import lemmas
-from ragsense.text._words import normalize_word, split_words
+from ragsense.text._words import normalize_word, word_texts
 
 _NUMBER_WORDS = {
     w: str(i)
@@ -57,7 +58,10 @@ def _number(norm: str) -> str | None:
     return plain.lstrip("0") or "0"
 
 
-def _keys(word: str) -> set[str]:
+# Memoised: a pass asks about the same context and answer words many times (every row's context,
+# every sentence of it for the learned verdict's features); on a GPU this was most of a row's time.
+@lru_cache(maxsize=1 << 17)
+def _keys(word: str) -> frozenset[str]:
     """Every key under which ``word`` can be matched."""
     norm = _base(word)
     keys = {"w:" + norm}
@@ -65,6 +69,15 @@ def _keys(word: str) -> set[str]:
     if number is not None:
         keys.add("n:" + number)
     keys.update("s:" + lemma for lemma in lemmas(norm))
+    return frozenset(keys)
+
+
+@lru_cache(maxsize=1 << 17)
+def _word_keys(word: str) -> frozenset[str]:
+    """The keys a context word adds: its own and those of its hyphen parts."""
+    keys = _keys(word)
+    for part in _parts(word):
+        keys = keys | _keys(part)
     return keys
 
 
@@ -79,10 +92,8 @@ class ContextVocabulary:
     def __init__(self, contexts: Iterable[str]) -> None:
         self._keys: set[str] = set()
         for context in contexts:
-            for w in split_words(context):
-                self._keys |= _keys(w.text)
-                for part in _parts(w.text):
-                    self._keys |= _keys(part)
+            for word in set(word_texts(context)):
+                self._keys |= _word_keys(word)
 
     def states(self, word: str) -> bool:
         """Whether the context states ``word`` (exact, lemma or number match, or every hyphen part)."""
@@ -90,6 +101,42 @@ class ContextVocabulary:
             return True
         parts = _parts(word)
         return len(parts) > 1 and all(self._keys & _keys(p) for p in parts)
+
+
+class SentenceIndex:
+    """Which of several texts (a context's sentences) state a word: for each text ``i``, exactly
+    ``ContextVocabulary([texts[i]]).states(word)``, from one index of match keys instead of one
+    vocabulary per text.
+
+    >>> index = SentenceIndex(["Marie Curie discovered polonium.", "Pierre named the COVID vaccine."])
+    >>> sorted(index.where("discovers")), sorted(index.where("Curie-Pierre")), sorted(index.where("COVID-19"))
+    ([0], [], [])
+    >>> sorted(SentenceIndex(["Curie met him.", "Pierre and Curie-Pierre."]).where("Curie-Pierre"))
+    [1]
+    """
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self._index: dict[str, set[int]] = {}
+        for i, text in enumerate(texts):
+            for key in frozenset().union(*map(_word_keys, set(word_texts(text)))):
+                self._index.setdefault(key, set()).add(i)
+
+    def _stating(self, keys: frozenset[str]) -> set[int]:
+        found: set[int] = set()
+        for key in keys:
+            found |= self._index.get(key, set())
+        return found
+
+    def where(self, word: str) -> frozenset[int]:
+        """The texts that state ``word`` (exact, lemma or number match, or every hyphen part in it)."""
+        found = self._stating(_keys(word))
+        parts = _parts(word)
+        if len(parts) > 1:
+            every = self._stating(_keys(parts[0]))
+            for part in parts[1:]:
+                every &= self._stating(_keys(part))
+            found |= every
+        return frozenset(found)
 
 
 def _parts(word: str) -> list[str]:
