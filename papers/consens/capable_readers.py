@@ -2,7 +2,9 @@
 
 Two steps. ``score`` runs one reader over the first N items of one set's **report half** (the halves
 of papers/consens/grounding_default.py's rule: WikiEval questions 25-49, HaluEval-dev rows 100-199,
-PubMedQA's usable items 98-195 of the first 200, FaithBench-dev's odd passages) through
+PubMedQA's usable items 98-195 of the first 200, FaithBench-dev's odd passages; for HaluEval's dialogue,
+summarization and further QA pairs and SummEdits, the report half of the learned verdict's table,
+``ragsense.experiments.verdict_table``, split by document) through
 ``ragsense.evaluate`` and writes one JSON line per item (every scored word's NLL with and without the
 context) plus the run's rows/s and peak memory:
 
@@ -10,7 +12,8 @@ context) plus the run's rows/s and peak memory:
         --limit 50 --out docs/results/consens/qwen2.5-coder-0.5b
 
 ``table`` reads those files and, for the same items, SmolLM2-135M's committed per-item outputs
-(docs/results/consens/smollm2-135m, which also hold the MiniLM similarities), and prints the AUROC
+(docs/results/consens/smollm2-135m, which also hold the MiniLM similarities; for the table's sets,
+docs/results/consens/verdict, with MiniLM run here on the texts), and prints the AUROC
 [95% bootstrap interval, pairs or passages resampled whole] of ``support`` under each reader beside
 lexical support, answer length and MiniLM similarity, all on the same rows; no model runs:
 
@@ -41,17 +44,26 @@ from papers.consens.grounding_default import BASELINES, RULE_SCORES, Row, _auroc
 from ragsense import evaluate
 from ragsense.consens import ConSens, default_bands
 from ragsense.data import load_faithbench, load_halueval, load_pubmedqa, load_wikieval
-from ragsense.experiments import partial_context
+from ragsense.embeddings import load_embedder
+from ragsense.experiments import partial_context, verdict_table
 from ragsense.models import load_model
+from ragsense.similarity import MODES, answer_context_similarity
 from ragsense.stats import delong_paired, roc_auc, wilson_ci
 
-SETS = ("halueval", "wikieval", "faithbench", "pubmedqa")
+# The learned verdict's table (ragsense.experiments.verdict_table): SmolLM2's results in VERDICT_FOLDER.
+TABLE_SETS = ("qa", "dialogue", "summarization", "summedits")
+SETS = ("halueval", "wikieval", "faithbench", "pubmedqa", *TABLE_SETS)
 NAMES = {
     "wikieval": "WikiEval",
     "halueval": "HaluEval-dev",
     "pubmedqa": "PubMedQA (full vs partial)",
     "faithbench": "FaithBench-dev (summaries)",
+    "qa": "HaluEval QA (rows 501+)",
+    "dialogue": "HaluEval dialogue",
+    "summarization": "HaluEval summarization",
+    "summedits": "SummEdits (5 domains)",
 }
+VERDICT_FOLDER = "verdict"  # beside --reference: docs/results/consens/verdict
 # The SmolLM2 experiment file of each set, and the keys of its two texts (higher, lower; None: unpaired).
 REFERENCE = {
     "wikieval": ("consens-wikieval", ("grounded", "ungrounded")),
@@ -102,6 +114,13 @@ def report_half(name: str) -> Iterator[list[Text]]:
                 yield [
                     Text(f.id, "result", f.label, f"f{f.passage}", FAITHBENCH_QUESTION, [f.source], f.summary)
                 ]
+    elif name in TABLE_SETS:
+        groups: dict[str, list[Text]] = {}
+        for r in verdict_table()[name]:
+            if not r.dev:  # a pair (or a document's summaries) stays together
+                text = Text(r.id, "result", r.label, r.group, r.question, list(r.contexts), r.answer)
+                groups.setdefault(r.group, []).append(text)
+        yield from groups.values()
     else:
         raise SystemExit(f"unknown set {name!r}; one of {', '.join(SETS)}")
 
@@ -161,6 +180,8 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 def _reference(results: Path, name: str) -> dict[tuple[str, str], tuple[dict[str, Any], dict[str, float]]]:
     """SmolLM2's result and MiniLM similarities per (item, key) of one set."""
+    if name in TABLE_SETS:
+        return _table_reference(results.parent / VERDICT_FOLDER, name)
     stem, keys = REFERENCE[name]
     out = {}
     for rec in _records(results / f"{stem}.jsonl.gz"):
@@ -170,6 +191,25 @@ def _reference(results: Path, name: str) -> dict[tuple[str, str], tuple[dict[str
             sims = {m: rec[f"similarity_{m}{suffix}"] for m in ("whole", "max_chunk")}
             out[(item, key)] = (rec[key], sims)
     return out
+
+
+def _table_reference(
+    folder: Path, name: str
+) -> dict[tuple[str, str], tuple[dict[str, Any], dict[str, float]]]:
+    """SmolLM2's results of a verdict-table set's report half, and MiniLM similarities computed here
+    (the table's files hold none; the embedder is deterministic)."""
+    texts = [t for item in report_half(name) for t in item]
+    results = {rec["id"]: rec["result"] for rec in _records(folder / f"verdict-{name}.jsonl.gz")}
+    embedder = load_embedder("minilm", cache=True)
+    sims = {
+        m: answer_context_similarity(
+            [t.answer for t in texts], ["\n\n".join(t.contexts) for t in texts], embedder, mode=m
+        )  # type: ignore[arg-type]
+        for m in MODES
+    }
+    return {
+        (t.item, t.key): (results[t.item], {m: float(sims[m][k]) for m in MODES}) for k, t in enumerate(texts)
+    }
 
 
 def paired_rows(results: Path, reference: Path, name: str) -> tuple[list[Row], list[Row]]:
