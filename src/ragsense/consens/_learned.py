@@ -94,24 +94,18 @@ def _is_key(text: str, opens_sentence: bool) -> bool:
     return any(c.isdigit() for c in text) or (not opens_sentence and text[:1].isupper())
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Context:
     """The context as sentences (one index of which sentence states which word) and the whole
-    context's exact words."""
+    context's exact words. Read-only: one is shared by every answer to the same context."""
 
     sentences: SentenceIndex
     n_sentences: int
-    exact: set[str]
+    exact: frozenset[str]
 
     @classmethod
     def of(cls, contexts: Sequence[str]) -> _Context:
-        return _context(tuple(contexts))
-
-    @classmethod
-    def build(cls, contexts: tuple[str, ...]) -> _Context:
-        texts = [s.text for c in contexts for s in split_sentences(c)]
-        exact = {normalize_word(w) for c in contexts for w in set(word_texts(c))}
-        return cls(SentenceIndex(texts), len(texts), exact)
+        return _context_of(tuple(contexts))
 
     def where(self, word: str) -> frozenset[int]:
         """The context sentences that state ``word``."""
@@ -119,10 +113,12 @@ class _Context:
 
 
 # Two answers to one context (a pair, a guard's retries, a leave-one-out over the same documents) share
-# its index; read-only once built.
+# its index instead of building it again.
 @lru_cache(maxsize=32)
-def _context(contexts: tuple[str, ...]) -> _Context:
-    return _Context.build(contexts)
+def _context_of(contexts: tuple[str, ...]) -> _Context:
+    texts = [s.text for c in contexts for s in split_sentences(c)]
+    exact = frozenset(normalize_word(w) for c in contexts for w in set(word_texts(c)))
+    return _Context(SentenceIndex(texts), len(texts), exact)
 
 
 def _pair_share(where: Sequence[frozenset[int]], keep: Sequence[bool]) -> float | None:

@@ -60,7 +60,9 @@ def _number(norm: str) -> str | None:
 
 # Memoised: a pass asks about the same context and answer words many times (every row's context,
 # every sentence of it for the learned verdict's features); on a GPU this was most of a row's time.
-@lru_cache(maxsize=1 << 17)
+# 32,768 words each (a few dozen contexts' vocabularies), so a long-running guard's memory stays
+# bounded (some tens of MB at most for the two caches).
+@lru_cache(maxsize=1 << 15)
 def _keys(word: str) -> frozenset[str]:
     """Every key under which ``word`` can be matched."""
     norm = _base(word)
@@ -72,7 +74,7 @@ def _keys(word: str) -> frozenset[str]:
     return frozenset(keys)
 
 
-@lru_cache(maxsize=1 << 17)
+@lru_cache(maxsize=1 << 15)
 def _word_keys(word: str) -> frozenset[str]:
     """The keys a context word adds: its own and those of its hyphen parts."""
     keys = _keys(word)
