@@ -11,6 +11,13 @@ which the metric uses.
 True
 """
 
+from ragsense.consens._binding import (
+    DEFAULT_BINDING,
+    BindingCheck,
+    BindingFinding,
+    misbound_strengths,
+    with_misbound,
+)
 from ragsense.consens._calibrate import (
     DEFAULT_FOLDS,
     DEFAULT_MIN_CALLED,
@@ -51,6 +58,7 @@ from ragsense.consens._metric import (
     RAW_FIELD,
     ConSens,
     attribution_metric,
+    binding_check,
     rederived_row,
 )
 from ragsense.consens._prompt import PAPER_TEMPLATE, PromptTemplate
@@ -99,6 +107,12 @@ __all__ = [
     "AUTO_MIN_DOCUMENTS",
     "AUTO_POLICY",
     "BANDS_FORMAT",
+    "DEFAULT_BINDING",
+    "BindingCheck",
+    "BindingFinding",
+    "binding_check",
+    "misbound_strengths",
+    "with_misbound",
     "CONSENS_FIELDS",
     "CONTEXT_POLICIES",
     "DEFAULT_AGGREGATION",

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ragsense.consens._binding import DEFAULT_BINDING, BindingCheck
 from ragsense.consens._learned import learned_verdict
 from ragsense.consens._math import Aggregation
 from ragsense.consens._prompt import PromptTemplate
@@ -51,6 +52,8 @@ CONSENS_FIELDS = (
     "context_selection",
     "notes",
     "refusal",
+    "binding",
+    "binding_variants",
     "verdict",
     "model",
 )
@@ -88,6 +91,21 @@ def rederived_row(record: Mapping[str, Any], bands: Bands, *, refusal: bool | No
     return out
 
 
+def binding_check(binding: BindingCheck | bool | None) -> BindingCheck | None:
+    """The binding check a ConSens option asks for: ``True`` the default check, ``False``/``None`` none.
+
+    >>> binding_check(True) is DEFAULT_BINDING, binding_check(False)
+    (True, None)
+    """
+    if binding is True:
+        return DEFAULT_BINDING
+    if binding is False or binding is None:
+        return None
+    if isinstance(binding, BindingCheck):
+        return binding
+    raise ParameterError(f"must be true, false or a BindingCheck, got {binding!r}", parameter="binding")
+
+
 class ConSens:
     """ConSens grounding: the answer's perplexity without vs with the context (Vankov et al.).
 
@@ -104,7 +122,10 @@ class ConSens:
     ``"auto"`` budget), the documents or sentences most relevant to the answer packed into the budget
     (``"relevance"``, what ``"auto"`` reads under a number of tokens), or its start (``"tail"``), in
     their original order; the row lists ``kept_documents``, ``context_tokens_dropped``,
-    ``context_selection`` and sets ``truncated`` (docs/metrics.md).
+    ``context_selection`` and sets ``truncated`` (docs/metrics.md). ``binding``: the binding check
+    (on by default; ``False`` turns it off, a :class:`~ragsense.consens.BindingCheck` sets it): variants
+    of the answer's context-stated spans scored under the same prompt, a rebinding the context prefers
+    counting against the answer (``binding``, ``binding_variants``; docs/metrics.md).
 
     >>> from ragsense import evaluate
     >>> run = evaluate([{"question": "Who designs proteins?",
@@ -132,6 +153,7 @@ class ConSens:
         bands: Bands | str | None = None,
         context_budget: ContextBudget = DEFAULT_CONTEXT_BUDGET,
         context_policy: str = DEFAULT_CONTEXT_POLICY,
+        binding: BindingCheck | bool | None = True,
     ) -> None:
         try:
             self.aggregation = Aggregation(aggregation)
@@ -146,6 +168,7 @@ class ConSens:
         self.attribution = attribution
         self.context_budget = check_context_budget(context_budget)
         self.context_policy = check_context_policy(context_policy)
+        self.binding = binding_check(binding)
         self.template = template or PromptTemplate()
         self.fields = CONSENS_FIELDS + (ATTRIBUTION_FIELDS if attribution else ())
         self._scorer: GroundingScorer | None = None
@@ -161,6 +184,7 @@ class ConSens:
             "bands": self.bands.to_dict(),
             "context_budget": self.context_budget,
             "context_policy": self.context_policy,
+            "binding": None if self.binding is None else self.binding.to_dict(),
         }
 
     def model_fingerprints(self) -> dict[str, str]:
@@ -178,6 +202,7 @@ class ConSens:
             bands=self.bands,
             context_budget=self.context_budget,
             context_policy=self.context_policy,
+            binding=self.binding,
         )
 
     async def results(self, rows: Sequence[RagRow]) -> list[GroundingResult | InputError]:
@@ -232,6 +257,7 @@ def attribution_metric(
     bands: Bands | str | None = None,
     context_budget: ContextBudget = DEFAULT_CONTEXT_BUDGET,
     context_policy: str = DEFAULT_CONTEXT_POLICY,
+    binding: BindingCheck | bool | None = True,
 ) -> ConSens:
     """``--metrics attribution``: ConSens with leave-one-document-out attribution.
 
@@ -252,4 +278,5 @@ def attribution_metric(
         bands=bands,
         context_budget=context_budget,
         context_policy=context_policy,
+        binding=binding,
     )

@@ -14,8 +14,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ragsense.consens._binding import (
+    DEFAULT_BINDING,
+    BindingCheck,
+    BindingFinding,
+    BindingPlan,
+    findings_of,
+    margins_with_context,
+    misbound_strengths,
+    no_context_requests,
+    plan_binding,
+    with_misbound,
+)
 from ragsense.consens._learned import learned_score, learned_score_without
 from ragsense.consens._math import (
+    STATED_AGGREGATIONS,
     WORD_AGGREGATIONS,
     Aggregation,
     consens_from_word_nll,
@@ -42,6 +55,7 @@ from ragsense.models import ContinuationScore, LanguageModel, ScoreRequest, Supp
 from ragsense.text import (
     ContentSelection,
     ContextVocabulary,
+    Word,
     align_tokens_to_words,
     content_words,
     is_refusal,
@@ -190,6 +204,10 @@ class GroundingResult:
     top_document: int | None = None
     notes: list[str] = field(default_factory=list)
     refusal: bool = False
+    binding: list[BindingFinding] | None = None
+    """The binding check's misbound findings, strongest first (``[]``: checked, none found; ``None``:
+    not checked, the check being off or the answer a refusal); ``binding_variants`` were scored."""
+    binding_variants: int = 0
     verdict: str = ""
     """``refusal`` when the answer declines to answer, else the band of :attr:`consens`; the scorer
     sets it with its bands, and an empty value means the default bands of :attr:`aggregation`."""
@@ -215,6 +233,7 @@ class GroundingResult:
         True
         """
         attribution = fields.get("attribution")
+        binding = fields.get("binding")
         return cls(
             consens=fields["consens"],
             consens_raw=fields["consens_raw"] if "consens_raw" in fields else fields[LEGACY_RAW_FIELD],
@@ -232,6 +251,8 @@ class GroundingResult:
             top_document=fields.get("top_document"),
             notes=list(fields.get("notes", [])),
             refusal=bool(fields.get("refusal", False)),
+            binding=None if binding is None else [BindingFinding.from_dict(f) for f in binding],
+            binding_variants=int(fields.get("binding_variants", 0)),
             verdict=str(fields.get("verdict") or ""),
         )
 
@@ -249,6 +270,7 @@ class _Plan:
     answer: str
     # Per left-out document: the request, whether it was truncated, the words of what is left, its text.
     leave_one_out: list[tuple[ScoreRequest, bool, ContextVocabulary, str]] = field(default_factory=list)
+    binding: BindingPlan | None = None
 
 
 class GroundingScorer:
@@ -275,6 +297,7 @@ class GroundingScorer:
         bands: Bands | None = None,
         context_budget: ContextBudget = DEFAULT_CONTEXT_BUDGET,
         context_policy: str = DEFAULT_CONTEXT_POLICY,
+        binding: BindingCheck | None = DEFAULT_BINDING,
     ) -> None:
         # mypy rejects a Protocol where type[T] is expected (python/mypy#4717); require() only
         # uses it with isinstance, which a runtime_checkable Protocol supports.
@@ -288,6 +311,9 @@ class GroundingScorer:
         self._cache_size = cache_size
         self.context_budget = check_context_budget(context_budget)
         self.context_policy = check_context_policy(context_policy)
+        if binding is not None and not isinstance(binding, BindingCheck):
+            raise ParameterError(f"must be a BindingCheck or None, got {binding!r}", parameter="binding")
+        self.binding = binding
 
     async def score(
         self,
@@ -311,8 +337,12 @@ class GroundingScorer:
                     wanted[plan.empty] = None
                 wanted[plan.full] = None
                 wanted.update((req, None) for req, *_ in plan.leave_one_out)
+                if plan.binding is not None:
+                    wanted.update((req, None) for req in plan.binding.with_context)
+                    wanted.update((req, None) for req in plan.binding.originals.values())
         requests = list(wanted)
         scored = dict(zip(requests, await self.model.score(requests), strict=True)) if requests else {}
+        findings = await self._binding_findings(plans, scored)
         for plan in plans:
             if isinstance(plan, _Plan) and plan.empty in scored:
                 self._remember(plan.empty, scored[plan.empty])
@@ -323,10 +353,42 @@ class GroundingScorer:
                 continue
             empty = scored.get(plan.empty) or self._empty_cache[plan.empty]
             try:
-                results.append(self._result(plan, empty, scored))
+                results.append(self._result(plan, empty, scored, findings.get(i)))
             except ValueError as exc:
                 results.append(InputError(str(exc), row=i, field="answer"))
         return results
+
+    async def _binding_findings(
+        self, plans: Sequence[_Plan | InputError], scored: dict[ScoreRequest, ContinuationScore]
+    ) -> dict[int, list[BindingFinding]]:
+        """Each checked row's misbound findings. The variants were scored under the context in the
+        row's own call; those the context prefers are scored without it here, in one more call."""
+        check = self.binding
+        if check is None:
+            return {}
+        margins: dict[int, list[float]] = {}
+        without: dict[int, list[tuple[int, ScoreRequest, ScoreRequest]]] = {}
+        wanted: dict[ScoreRequest, None] = {}
+        for i, plan in enumerate(plans):
+            if not isinstance(plan, _Plan) or plan.binding is None:
+                continue
+            margins[i] = margins_with_context(plan.binding, plan.full, plan.answer, scored)
+            without[i] = no_context_requests(
+                plan.binding, margins[i], plan.empty, plan.answer, self.template.continuation, check
+            )
+            for _, variant, original in without[i]:
+                wanted.update((r, None) for r in (variant, original) if r not in scored)
+        # The answer's own no-context request may be in the shared cache rather than in this call.
+        for plan in plans:
+            if isinstance(plan, _Plan) and plan.empty not in scored and plan.empty in self._empty_cache:
+                scored[plan.empty] = self._empty_cache[plan.empty]
+        requests = [r for r in wanted if r not in scored]
+        if requests:
+            scored.update(zip(requests, await self.model.score(requests), strict=True))
+        return {
+            i: findings_of(plans[i].binding, margins[i], without[i], scored, check)  # type: ignore[union-attr, arg-type]
+            for i in margins
+        }
 
     # -- planning ------------------------------------------------------------------------------
     def _plan(self, question: str, contexts: list[str], answer: str, attribution: bool) -> _Plan:
@@ -355,6 +417,10 @@ class GroundingScorer:
         full = ScoreRequest(prompt, continuation, splits)
         vocabulary = ContextVocabulary([chosen.context])
         plan = _Plan(selection, empty, full, chosen, vocabulary, is_refusal(answer), answer)
+        if self.binding is not None and not plan.refusal:
+            plan.binding = plan_binding(
+                answer, [chosen.context], full, self.template.continuation, self.binding
+            )
         if attribution and len(chosen.parts) > 1:
             # Leave-one-out over the kept documents only: the others were not read (the row lists them).
             for k in range(len(parts)):
@@ -395,7 +461,11 @@ class GroundingScorer:
         return [alignment[i] for i in plan.selection.kept_indices]
 
     def _result(
-        self, plan: _Plan, empty: ContinuationScore, scored: dict[ScoreRequest, ContinuationScore]
+        self,
+        plan: _Plan,
+        empty: ContinuationScore,
+        scored: dict[ScoreRequest, ContinuationScore],
+        findings: list[BindingFinding] | None = None,
     ) -> GroundingResult:
         if not plan.selection.kept:
             raise ValueError("the answer has no words to score (only punctuation or symbols)")
@@ -416,11 +486,26 @@ class GroundingScorer:
         loo_nll = [nll(score, a) for score, a in zip(conditions[2:], alignments[2:], strict=True)]
         kept_words = [plan.selection.kept[k].text for k in usable]
         stated = [plan.vocabulary.states(w) for w in kept_words]
-        by_agg = {a.value: consens_from_word_nll(nll_empty, nll_full, a, stated) for a in WORD_AGGREGATIONS}
+        shift = len(self.template.answer_prefix)
+        answer_words = [
+            Word(w.text, w.start - shift, w.end - shift) for w in (plan.selection.kept[k] for k in usable)
+        ]
+        strengths = misbound_strengths(answer_words, findings or [])
+        # Misbound words count against the answer in the scores that read stated flags (the ones blind
+        # to binding); with no misbound word these are the very same inputs.
+        nll_bound, stated_bound = with_misbound(nll_empty, nll_full, stated, strengths)
+        by_agg = {
+            a.value: consens_from_word_nll(
+                nll_empty,
+                nll_bound if a in STATED_AGGREGATIONS else nll_full,
+                a,
+                stated_bound if a in STATED_AGGREGATIONS else stated,
+            )
+            for a in WORD_AGGREGATIONS
+        }
         ppl_aggregation = perplexity_aggregation(self.aggregation)
         log_p_empty = log_mean_perplexity(nll_empty, ppl_aggregation)
         log_p_context = log_mean_perplexity(nll_full, ppl_aggregation)
-        shift = len(self.template.answer_prefix)
         words = [
             WordDetail(
                 word=w.text,
@@ -486,6 +571,8 @@ class GroundingScorer:
             top_document=top,
             notes=notes,
             refusal=plan.refusal,
+            binding=None if plan.binding is None else list(findings or []),
+            binding_variants=0 if plan.binding is None else len(plan.binding.variants),
             verdict=verdict_of(consens, plan.refusal, self.bands),
         )
         if not math.isfinite(result.consens):

@@ -12,6 +12,13 @@ Sentences of a context and atomic statements of an answer, for per-statement jud
 """
 
 from ragsense.text._align import align_tokens_to_words, word_logprob_sums
+from ragsense.text._binding import (
+    DEFAULT_MAX_VARIANTS,
+    BindableSpan,
+    BindingVariant,
+    bindable_spans,
+    binding_variants,
+)
 from ragsense.text._closed_class import CLOSED_CLASS_WORDS, is_closed_class
 from ragsense.text._content import ContentSelection, DropReason, Fallback, content_words
 from ragsense.text._refusal import is_refusal
@@ -20,6 +27,11 @@ from ragsense.text._support import ContextVocabulary, SentenceIndex, stated_in_c
 from ragsense.text._words import Word, normalize_word, split_words, word_texts
 
 __all__ = [
+    "DEFAULT_MAX_VARIANTS",
+    "BindableSpan",
+    "BindingVariant",
+    "bindable_spans",
+    "binding_variants",
     "CLOSED_CLASS_WORDS",
     "ContentSelection",
     "ContextVocabulary",

@@ -1,0 +1,424 @@
+"""Issue 46: the binding check measured, with its rule written down before any row was scored.
+
+THE RULE (committed in this docstring before the check was scored on any of these rows)
+
+1. Recombination sets, built from development data only by :func:`recombination_sets`: for each grounded
+   answer, one *recombined* twin that uses only words its context states but binds them wrongly: one of
+   the answer's rebindings (two same-kind spans swapped, a span replaced by another same-kind span the
+   context states, or a negation added or removed: ``ragsense.text.binding_variants`` with no limit),
+   picked by ``sha256(id)`` among *all* of them (not the check's top 16, so the check does not see its
+   own first choices). Sources: WikiEval's grounded answers (50 questions), SQuAD 2.0 dev answerable
+   questions (gold answer as the answer, 80 questions in sha256 order that have a rebinding),
+   HaluEval-more QA right answers (60 in sha256 order that have one), SummEdits consistent summaries
+   (all five domains, 12 per domain in sha256 order that have one). Label 1 for the original, 0 for the
+   twin. Halves: WikiEval questions 0-24 / 25-49; every other set by ``is_dev(document)`` (sha256 of the
+   context, so one document's rows never straddle).
+2. Development sets (the default's own, issue 24/36): WikiEval (grounded vs ungrounded answers, 100
+   rows), HaluEval-dev (first 40 pairs of each half: rows 0-39 and 100-139), PubMedQA full vs partial
+   abstract (the first 30 items of each half), FaithBench-dev (the summaries of the first 12 even and
+   12 odd passages), and issue 36's dialogue (50 pairs), summarization (30 pairs) and SummEdits (20 per
+   domain) rows (``ragsense.experiments.verdict_table``), each with its pre-registered halves.
+3. Scoring: the bundled SmolLM2-135M, the default ConSens settings, the check run once per row at its
+   loosest (every variant preferred under the context is scored without it and kept with its margin and
+   lift), so that each candidate below is recomputed from the stored findings without the model;
+   "before" is the same rows with no finding (exactly the score without the check).
+4. Candidates: ``min_margin`` in {0, 1, 2} nats times ``min_lift`` in {-inf, -2, 0, 1} nats.
+   On the **development halves**: a candidate is eligible when no development set's AUROC (label 1 vs
+   0, the default ``support`` score) falls by more than 0.01 from "before"; among the eligible, the one
+   with the largest mean AUROC over the four recombination sets wins; within 0.005 of it, the larger
+   ``min_lift`` and then the larger ``min_margin`` (the more cautious check). No candidate eligible: the
+   check ships off.
+5. The check is **on by default** if, on the **report halves**, with the chosen candidate, the pooled
+   recombination rows reach AUROC >= 0.85 and no development set's AUROC falls by more than 0.01.
+   Reported beside it on every set: the score before, lexical support (minus the share of the answer's
+   scored words the context does not state), answer length (fewer words = grounded) and MiniLM
+   similarity of answer and context, each AUROC with a 95% bootstrap interval (groups resampled whole,
+   1,000 draws, seed 0).
+
+Commands: ``python -m papers.consens.binding_check score --out docs/results/consens/binding [--sets ...]``
+writes ``binding-<set>.jsonl`` (one line per row, resumable); ``python -m papers.consens.binding_check
+table --out docs/results/consens/binding`` applies rules 4 and 5 to them and writes ``binding.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ragsense.consens import ConSens
+from ragsense.consens import BindingCheck, BindingFinding, misbound_strengths, with_misbound
+from ragsense.consens._math import Aggregation, consens_from_word_nll
+from ragsense.data import default_data_dir, load_faithbench, load_halueval, load_pubmedqa, load_squad_v2, load_wikieval
+from ragsense.evaluation import evaluate
+from ragsense.experiments import partial_context, verdict_table
+from ragsense.experiments._verdict import SUMMARY_QUESTION, SUMMEDITS_DOMAINS, is_dev
+from ragsense.text import Word, binding_variants, split_words
+
+RECOMBINATION_SETS = ("recombined-wikieval", "recombined-squad", "recombined-qa", "recombined-summedits")
+DEV_SETS = ("wikieval", "halueval", "pubmedqa", "faithbench", "dialogue", "summarization", "summedits")
+MARGINS = (0.0, 1.0, 2.0)
+LIFTS = (-math.inf, -2.0, 0.0, 1.0)
+LOOSEST = BindingCheck(min_margin=0.0, min_lift=-math.inf)
+_CHUNK = 8
+
+
+@dataclass(frozen=True)
+class Item:
+    id: str
+    set: str
+    group: str
+    dev: bool
+    label: int
+    question: str
+    contexts: tuple[str, ...]
+    answer: str
+    change: str = ""  # how a recombined answer differs from its original
+
+
+def _h(text: str) -> int:
+    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:12], 16)
+
+
+def recombined(answer: str, contexts: Sequence[str], key: str) -> tuple[str, str] | None:
+    """One rebinding of ``answer`` picked by ``sha256(key)`` among all of them, and what it changed."""
+    variants = binding_variants(answer, contexts, limit=10_000)
+    if not variants:
+        return None
+    v = variants[_h(key) % len(variants)]
+    return v.text, f"{v.kind}/{v.span_kind}: {v.original!r} -> {v.replacement!r}"
+
+
+def _twins(name: str, group: str, dev: bool, question: str, contexts: Sequence[str], answer: str) -> list[Item]:
+    made = recombined(answer, contexts, f"{name}:{group}")
+    if made is None:
+        return []
+    text, change = made
+    base = {"set": name, "group": group, "dev": dev, "question": question, "contexts": tuple(contexts)}
+    return [
+        Item(id=f"{group}-1", label=1, answer=answer, **base),  # type: ignore[arg-type]
+        Item(id=f"{group}-0", label=0, answer=text, change=change, **base),  # type: ignore[arg-type]
+    ]
+
+
+def _first(candidates: Iterator[list[Item]], n: int) -> list[Item]:
+    out: list[Item] = []
+    for twins in candidates:
+        if twins:
+            out.extend(twins)
+            if len(out) >= 2 * n:
+                break
+    return out
+
+
+def recombination_sets(data: Path | None = None) -> dict[str, list[Item]]:
+    """Rule 1's sets."""
+    root = data or default_data_dir()
+    out: dict[str, list[Item]] = {}
+    wiki = load_wikieval()
+    out["recombined-wikieval"] = [
+        x
+        for i, it in enumerate(wiki)
+        for x in _twins("recombined-wikieval", f"w{i}", i < 25, it.question, list(it.context_v1), it.grounded_answer)
+    ]
+    squad = sorted((it for it in load_squad_v2() if not it.is_impossible), key=lambda it: _h("squad:" + it.id))
+    out["recombined-squad"] = _first(
+        (
+            _twins("recombined-squad", f"s{it.id}", is_dev(it.context), it.question, [it.context], it.answers[0])
+            for it in squad
+        ),
+        80,
+    )
+    with gzip.open(root / "halueval_more" / "qa_rows_501_10000.jsonl.gz", "rt", encoding="utf-8") as fh:
+        qa = [json.loads(line) for line in fh if line.strip()]
+    order = sorted(range(len(qa)), key=lambda i: _h(f"qa:{i}"))
+    out["recombined-qa"] = _first(
+        (
+            _twins(
+                "recombined-qa",
+                f"q{i}",
+                is_dev(qa[i]["knowledge"]),
+                qa[i]["question"].strip(),
+                [qa[i]["knowledge"].strip()],
+                qa[i]["right_answer"].strip(),
+            )
+            for i in order
+        ),
+        60,
+    )
+    items: list[Item] = []
+    for domain in SUMMEDITS_DOMAINS:
+        records = json.loads((root / "summedits_dev" / f"{domain}.json").read_text(encoding="utf-8"))
+        chosen = sorted(
+            (i for i, r in enumerate(records) if int(r["label"]) == 1), key=lambda i: _h(f"{domain}:{i}")
+        )
+        items.extend(
+            _first(
+                (
+                    _twins(
+                        "recombined-summedits",
+                        f"{domain}-{i}",
+                        is_dev(records[i]["doc"]),
+                        SUMMARY_QUESTION,
+                        [records[i]["doc"].strip()],
+                        records[i]["summary"].strip(),
+                    )
+                    for i in chosen
+                ),
+                12,
+            )
+        )
+    out["recombined-summedits"] = items
+    return out
+
+
+def dev_sets() -> dict[str, list[Item]]:
+    """Rule 2's sets."""
+    out: dict[str, list[Item]] = {}
+    rows = []
+    for i, it in enumerate(load_wikieval()):
+        for label, answer in ((1, it.grounded_answer), (0, it.ungrounded_answer)):
+            rows.append(Item(f"w{i}-{label}", "wikieval", f"w{i}", i < 25, label, it.question, tuple(it.context_v1), answer))
+    out["wikieval"] = rows
+    halu = load_halueval()
+    rows = []
+    for i in [*range(40), *range(100, 140)]:
+        it = halu[i]
+        for label, answer in ((1, it.right_answer), (0, it.hallucinated_answer)):
+            rows.append(Item(f"h{i}-{label}", "halueval", f"h{i}", i < 100, label, it.question, (it.knowledge,), answer))
+    out["halueval"] = rows
+    usable = [it for it in load_pubmedqa() if partial_context(it) is not None]
+    half = len(usable) // 2
+    rows = []
+    for i in [*range(30), *range(half, half + 30)]:
+        it = usable[i]
+        partial = partial_context(it) or []
+        for label, ctx in ((1, it.contexts), (0, partial)):
+            rows.append(Item(f"p{i}-{label}", "pubmedqa", f"p{i}", i < half, label, it.question, tuple(ctx), it.long_answer))
+    out["pubmedqa"] = rows
+    fb = load_faithbench()
+    even = sorted({it.passage for it in fb if it.passage % 2 == 0})[:12]
+    odd = sorted({it.passage for it in fb if it.passage % 2 == 1})[:12]
+    keep = set(even) | set(odd)
+    out["faithbench"] = [
+        Item(f"f{it.id}", "faithbench", f"f{it.passage}", it.passage % 2 == 0, it.label, SUMMARY_QUESTION, (it.source,), it.summary)
+        for it in fb
+        if it.passage in keep
+    ]
+    for name, table in verdict_table().items():
+        out[name] = [Item(r.id, name, r.group, r.dev, r.label, r.question, r.contexts, r.answer) for r in table]
+    return out
+
+
+def _done(path: Path) -> set[str]:
+    if not path.exists():
+        return set()
+    with path.open(encoding="utf-8") as fh:
+        return {json.loads(line)["id"] for line in fh if line.strip()}
+
+
+def score(out: Path, names: Sequence[str], *, model: str | None = None, deadline: float | None = None) -> None:
+    """Score every row of the named sets with the loosest check, appending to ``out/binding-<set>.jsonl``."""
+    out.mkdir(parents=True, exist_ok=True)
+    wanted = set(names)
+    sets = {}
+    if wanted & set(RECOMBINATION_SETS):
+        sets.update(recombination_sets())
+    if wanted & set(DEV_SETS):
+        sets.update(dev_sets())
+    metric = ConSens(model, binding=LOOSEST)
+    for name in names:
+        rows = sets[name]
+        path = out / f"binding-{name}.jsonl"
+        done = _done(path)
+        todo = [r for r in rows if r.id not in done]
+        print(f"{name}: {len(rows)} rows, {len(todo)} to score", file=sys.stderr)
+        for start in range(0, len(todo), _CHUNK):
+            if deadline is not None and time.time() > deadline:
+                return
+            chunk = todo[start : start + _CHUNK]
+            records = [{"id": r.id, "question": r.question, "contexts": list(r.contexts), "answer": r.answer} for r in chunk]
+            t0 = time.perf_counter()
+            run = evaluate(records, [metric, "similarity"], progress=False, desc=name)
+            seconds = (time.perf_counter() - t0) / len(chunk)
+            with path.open("a", encoding="utf-8") as fh:
+                for r, rec in zip(chunk, run.rows, strict=True):
+                    if rec["errors"]:
+                        raise RuntimeError(f"row {r.id}: {rec['errors'][0]}")
+                    keep = ("consens", "verdict", "words", "binding", "binding_variants", "similarity", "refusal")
+                    line = {
+                        "id": r.id,
+                        "set": r.set,
+                        "group": r.group,
+                        "dev": r.dev,
+                        "label": r.label,
+                        "change": r.change,
+                        "answer_words": len(split_words(r.answer)),
+                        "seconds": round(seconds, 3),
+                        "result": {k: rec.get(k) for k in keep},
+                    }
+                    fh.write(json.dumps(line, allow_nan=False) + "\n")
+
+
+# ------------------------------------------------------------------------------------------ tables
+
+
+def support_with(result: dict[str, Any], min_margin: float | None, min_lift: float) -> float:
+    """The support score of a stored row with the findings a candidate keeps (``min_margin=None``:
+    none, the score without the check)."""
+    words = result["words"]
+    findings = [
+        f
+        for f in (BindingFinding.from_dict(x) for x in result.get("binding") or [])
+        if min_margin is not None and f.margin >= min_margin and f.lift >= min_lift
+    ]
+    ws = [Word(w["word"], w["start"], w["end"]) for w in words]
+    strengths = misbound_strengths(ws, findings)
+    nll_e = [w["nll_empty"] for w in words]
+    nll_c, stated = with_misbound(nll_e, [w["nll_context"] for w in words], [w["stated"] for w in words], strengths)
+    return consens_from_word_nll(nll_e, nll_c, Aggregation.SUPPORT, stated)[0]
+
+
+def _lexical(result: dict[str, Any]) -> float:
+    words = result["words"]
+    return -sum(1 for w in words if not w["stated"]) / max(1, len(words))
+
+
+def auroc(labels: Sequence[int], scores: Sequence[float]) -> float:
+    pos = [s for s, y in zip(scores, labels, strict=True) if y == 1]
+    neg = [s for s, y in zip(scores, labels, strict=True) if y == 0]
+    if not pos or not neg:
+        return float("nan")
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def auroc_ci(rows: Sequence[dict[str, Any]], score: Callable[[dict[str, Any]], float], draws: int = 1000) -> list[float]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(r["group"], []).append(r)
+    keys = sorted(groups)
+    rng = random.Random(0)
+    values = {id(r): score(r) for r in rows}
+    stats = []
+    for _ in range(draws):
+        sample = [r for k in (rng.choice(keys) for _ in keys) for r in groups[k]]
+        a = auroc([r["label"] for r in sample], [values[id(r)] for r in sample])
+        if a == a:
+            stats.append(a)
+    stats.sort()
+    if not stats:
+        return [float("nan"), float("nan")]
+    return [round(stats[int(0.025 * len(stats))], 4), round(stats[min(len(stats) - 1, int(0.975 * len(stats)))], 4)]
+
+
+def _load(folder: Path, name: str) -> list[dict[str, Any]]:
+    for suffix in (".jsonl", ".jsonl.gz"):
+        path = folder / f"binding-{name}{suffix}"
+        if path.exists():
+            opener = gzip.open if suffix.endswith(".gz") else open
+            with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+                return [json.loads(line) for line in fh if line.strip()]
+    return []
+
+
+def _scored(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if not r["result"].get("refusal")]
+
+
+def table(folder: Path) -> dict[str, Any]:
+    """Rules 4 and 5 over the stored rows."""
+    sets = {name: _scored(_load(folder, name)) for name in (*RECOMBINATION_SETS, *DEV_SETS)}
+    sets = {k: v for k, v in sets.items() if v}
+
+    def score_fn(m: float | None, lift: float) -> Callable[[dict[str, Any]], float]:
+        return lambda r: support_with(r["result"], m, lift)
+
+    def figure(rows: Sequence[dict[str, Any]], fn: Callable[[dict[str, Any]], float]) -> float:
+        return auroc([r["label"] for r in rows], [fn(r) for r in rows])
+
+    candidates = [(m, lift) for m in MARGINS for lift in LIFTS]
+    dev = {k: [r for r in v if r["dev"]] for k, v in sets.items()}
+    rep = {k: [r for r in v if not r["dev"]] for k, v in sets.items()}
+    before_dev = {k: figure(v, score_fn(None, 0.0)) for k, v in dev.items() if k in DEV_SETS}
+    grid = []
+    for m, lift in candidates:
+        fn = score_fn(m, lift)
+        drops = {k: round(before_dev[k] - figure(dev[k], fn), 4) for k in before_dev}
+        recomb = {k: figure(dev[k], fn) for k in dev if k in RECOMBINATION_SETS}
+        grid.append(
+            {
+                "min_margin": m,
+                "min_lift": lift if math.isfinite(lift) else "-inf",
+                "eligible": all(d <= 0.01 for d in drops.values()),
+                "recombination_mean_auroc": round(sum(recomb.values()) / max(1, len(recomb)), 4),
+                "recombination_auroc": {k: round(v, 4) for k, v in recomb.items()},
+                "dev_drop": drops,
+            }
+        )
+    eligible = [g for g in grid if g["eligible"]]
+    chosen = None
+    if eligible:
+        best = max(g["recombination_mean_auroc"] for g in eligible)
+        near = [g for g in eligible if g["recombination_mean_auroc"] >= best - 0.005]
+
+        def caution(g: dict[str, Any]) -> tuple[float, float]:
+            lift = -math.inf if g["min_lift"] == "-inf" else g["min_lift"]
+            return (lift, g["min_margin"])
+
+        chosen = max(near, key=caution)
+    report: dict[str, Any] = {}
+    if chosen is not None:
+        lift = -math.inf if chosen["min_lift"] == "-inf" else chosen["min_lift"]
+        after = score_fn(chosen["min_margin"], lift)
+        before = score_fn(None, 0.0)
+        for k, rows in rep.items():
+            report[k] = {
+                "rows": len(rows),
+                "after": [round(figure(rows, after), 4), auroc_ci(rows, after)],
+                "before": [round(figure(rows, before), 4), auroc_ci(rows, before)],
+                "lexical_support": [round(figure(rows, lambda r: _lexical(r["result"])), 4), auroc_ci(rows, lambda r: _lexical(r["result"]))],
+                "answer_length": [round(figure(rows, lambda r: -r["answer_words"]), 4), auroc_ci(rows, lambda r: -r["answer_words"])],
+                "similarity": [round(figure(rows, lambda r: r["result"]["similarity"]), 4), auroc_ci(rows, lambda r: r["result"]["similarity"])],
+            }
+        pooled = [r for k in RECOMBINATION_SETS for r in rep.get(k, [])]
+        pooled_after = figure(pooled, after) if pooled else float("nan")
+        drops = {k: round(report[k]["before"][0] - report[k]["after"][0], 4) for k in report if k in DEV_SETS}
+        report["_rule5"] = {
+            "pooled_recombination_auroc": round(pooled_after, 4),
+            "pooled_recombination_ci": auroc_ci(pooled, after) if pooled else None,
+            "dev_drops": drops,
+            "on_by_default": pooled_after >= 0.85 and all(d <= 0.01 for d in drops.values()),
+        }
+    return {"grid": grid, "chosen": chosen, "report": report}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=("score", "table"))
+    parser.add_argument("--out", type=Path, default=Path("docs/results/consens/binding"))
+    parser.add_argument("--sets", default=",".join((*RECOMBINATION_SETS, *DEV_SETS)))
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--minutes", type=float, default=None, help="start no chunk after this many minutes")
+    args = parser.parse_args(argv)
+    if args.command == "score":
+        deadline = None if args.minutes is None else time.time() + 60 * args.minutes
+        score(args.out, [s for s in args.sets.split(",") if s], model=args.model, deadline=deadline)
+    else:
+        result = table(args.out)
+        (args.out / "binding.json").write_text(json.dumps(result, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+        print(json.dumps(result["chosen"], indent=1))
+        print(json.dumps(result["report"], indent=1))
+
+
+if __name__ == "__main__":
+    main()

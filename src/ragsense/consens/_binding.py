@@ -1,0 +1,243 @@
+"""The binding check: does the context make the answer's bindings more likely than their rebindings?
+
+Lexical support (the default score's evidence) counts a word the context states as supported wherever
+the answer puts it. The binding check asks the reader instead. For each answer it builds up to
+:attr:`BindingCheck.max_variants` *variants* that rebind the spans the context states
+(:func:`ragsense.text.binding_variants`: two names or numbers swapped, a span replaced by another of
+its kind from the context, a negation added or removed) and scores them as continuations of the
+**same prompt** as the answer, so the prompt pass is shared and only the continuations cost:
+
+* ``margin``: ``log p(variant | context) - log p(answer | context)`` over the answer up to the end of
+  the changed sentence (the rest is the same text), in nats: how much the reader, reading the
+  context, prefers the variant;
+* ``lift``: ``margin`` minus the same difference without the context: the part of the preference
+  that comes from the context (a shorter or more common phrasing is preferred with or without it).
+
+A variant is scored without the context only when it is preferred with it (``margin >=
+min_margin``): most variants of a grounded answer lose, so most rows pay for the context condition
+only. A variant with ``margin >= min_margin`` and ``lift >= min_lift`` marks its span **misbound**.
+The scorer then counts each answer word of a misbound span as unsupported with a contrast of
+``-min(margin, lift)`` nats (:func:`misbound_strengths`), so the support score falls in proportion to
+how strongly the context prefers the rebinding, on the same scale and bands as before. An answer
+with no stated span that could be rebound gets no variant and scores exactly as without the check.
+
+>>> f = BindingFinding("substitute", "ordinal", [[20, 26]], "second", "fourth", 9.14, 7.5, True)
+>>> f.reason()
+"the context prefers 'fourth' to 'second' here, by 9.1 nats"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ragsense.errors import ParameterError
+from ragsense.models import ContinuationScore, ScoreRequest
+from ragsense.text import DEFAULT_MAX_VARIANTS, BindingVariant, Word, binding_variants
+
+
+@dataclass(frozen=True)
+class BindingCheck:
+    """Settings of the binding check (on by default; ``ConSens(binding=None)`` turns it off).
+
+    ``min_margin`` and ``min_lift`` are in nats; the defaults were fixed before the check was scored
+    on any data (papers/consens/binding_check.py, docs/results.md "Binding check").
+
+    >>> BindingCheck(max_variants=-1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ragsense.errors.ParameterError: max_variants: must be at least 0, got -1
+    """
+
+    max_variants: int = DEFAULT_MAX_VARIANTS
+    min_margin: float = 0.0
+    min_lift: float = 1.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_variants, bool) or not isinstance(self.max_variants, int) or self.max_variants < 0:
+            raise ParameterError(f"must be at least 0, got {self.max_variants!r}", parameter="max_variants")
+        for name in ("min_margin", "min_lift"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value == value:
+                raise ParameterError(f"must be a number, got {value!r}", parameter=name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+DEFAULT_BINDING = BindingCheck()
+"""The binding check every ConSens scorer runs unless told otherwise."""
+
+
+@dataclass(frozen=True)
+class BindingFinding:
+    """One variant the reader preferred under the context (kept when ``misbound``).
+
+    ``spans``: the changed ``[start, end]`` character spans in the answer; ``original`` the first
+    one's text and ``replacement`` what the variant put there. ``margin`` and ``lift`` in nats (see
+    the module docstring).
+    """
+
+    kind: str
+    span_kind: str
+    spans: list[list[int]]
+    original: str
+    replacement: str
+    margin: float
+    lift: float
+    misbound: bool
+
+    @property
+    def strength(self) -> float:
+        """How strongly the finding counts against its words: ``min(margin, lift)`` nats (>= 0)."""
+        return max(0.0, min(self.margin, self.lift))
+
+    def reason(self) -> str:
+        """One line naming the finding, as every verdict explanation shows it."""
+        if self.kind == "swap":
+            what = f"'{self.original}' and '{self.replacement}' swapped"
+            return f"the context prefers {what} here, by {self.margin:.1f} nats"
+        return f"the context prefers '{self.replacement}' to '{self.original}' here, by {self.margin:.1f} nats"
+
+    @classmethod
+    def from_dict(cls, fields: Mapping[str, Any]) -> BindingFinding:
+        return cls(
+            kind=str(fields["kind"]),
+            span_kind=str(fields["span_kind"]),
+            spans=[[int(a), int(b)] for a, b in fields["spans"]],
+            original=str(fields["original"]),
+            replacement=str(fields["replacement"]),
+            margin=float(fields["margin"]),
+            lift=float(fields["lift"]),
+            misbound=bool(fields["misbound"]),
+        )
+
+
+@dataclass
+class BindingPlan:
+    """The variants of one row and the requests that score them.
+
+    ``with_context[i]`` scores variant ``i`` under the row's full prompt; ``originals`` the answer cut
+    where variants end, under the full prompt (the whole answer is the row's own full request). The
+    no-context requests are made only for the variants that win under the context.
+    """
+
+    variants: list[BindingVariant]
+    with_context: list[ScoreRequest]
+    originals: dict[int, ScoreRequest] = field(default_factory=dict)
+
+
+def plan_binding(
+    answer: str,
+    contexts: Sequence[str],
+    full: ScoreRequest,
+    continuation: Any,
+    check: BindingCheck,
+) -> BindingPlan:
+    """The variants of ``answer`` against ``contexts`` (as scored) and their requests under ``full``'s
+    prompt; ``continuation`` turns answer text into a continuation (the template's)."""
+    variants = binding_variants(answer, contexts, limit=check.max_variants)
+    requests = [ScoreRequest(full.prompt, continuation(v.text[: v.variant_cut]), full.splits) for v in variants]
+    originals = {
+        v.cut: ScoreRequest(full.prompt, continuation(answer[: v.cut]), full.splits)
+        for v in variants
+        if v.cut < len(answer)
+    }
+    return BindingPlan(variants, requests, originals)
+
+
+def _total(score: ContinuationScore) -> float:
+    return float(sum(score.logprobs))
+
+
+def margins_with_context(
+    plan: BindingPlan, full: ScoreRequest, answer: str, scored: Mapping[ScoreRequest, ContinuationScore]
+) -> list[float]:
+    """Each variant's ``margin``: its log-probability under the context minus the answer's, to the cut."""
+    out = []
+    for v, req in zip(plan.variants, plan.with_context, strict=True):
+        original = scored[full] if v.cut >= len(answer) else scored[plan.originals[v.cut]]
+        out.append(_total(scored[req]) - _total(original))
+    return out
+
+
+def no_context_requests(
+    plan: BindingPlan, margins: Sequence[float], empty: ScoreRequest, answer: str, continuation: Any, check: BindingCheck
+) -> list[tuple[int, ScoreRequest, ScoreRequest]]:
+    """``(variant index, variant request, answer request)`` without the context, for the variants
+    preferred under it."""
+    out = []
+    for i, (v, m) in enumerate(zip(plan.variants, margins, strict=True)):
+        if m >= check.min_margin:
+            original = empty if v.cut >= len(answer) else ScoreRequest(empty.prompt, continuation(answer[: v.cut]))
+            out.append((i, ScoreRequest(empty.prompt, continuation(v.text[: v.variant_cut])), original))
+    return out
+
+
+def findings_of(
+    plan: BindingPlan,
+    margins: Sequence[float],
+    without: Sequence[tuple[int, ScoreRequest, ScoreRequest]],
+    scored: Mapping[ScoreRequest, ContinuationScore],
+    check: BindingCheck,
+) -> list[BindingFinding]:
+    """The misbound findings, strongest first (ties in variant order)."""
+    out = []
+    for i, variant_req, original_req in without:
+        v = plan.variants[i]
+        lift = margins[i] - (_total(scored[variant_req]) - _total(scored[original_req]))
+        if lift >= check.min_lift:
+            out.append(
+                BindingFinding(
+                    kind=v.kind,
+                    span_kind=v.span_kind,
+                    spans=[[a, b] for a, b in v.spans],
+                    original=v.original,
+                    replacement=v.replacement,
+                    margin=margins[i],
+                    lift=lift,
+                    misbound=True,
+                )
+            )
+    return sorted(out, key=lambda f: -f.strength)
+
+
+def misbound_strengths(words: Sequence[Word], findings: Sequence[BindingFinding]) -> list[float]:
+    """For each scored answer word, the strength of the strongest misbound finding on it (0 if none).
+
+    A finding lands on the words that overlap its spans; one whose spans hold no scored word (a
+    dropped "not") lands on the next scored word after its first span.
+
+    >>> ws = [Word("paid", 6, 10), Word("second", 20, 26), Word("day", 27, 30)]
+    >>> f = BindingFinding("substitute", "ordinal", [[20, 26]], "second", "fourth", 9.0, 7.5, True)
+    >>> misbound_strengths(ws, [f])
+    [0.0, 7.5, 0.0]
+    """
+    strengths = [0.0] * len(words)
+    for f in findings:
+        if not f.misbound:
+            continue
+        hit = [k for k, w in enumerate(words) if any(w.start < b and a < w.end for a, b in f.spans)]
+        if not hit:
+            first = min(a for a, _ in f.spans)
+            hit = [k for k, w in enumerate(words) if w.start >= first][:1]
+        for k in hit:
+            strengths[k] = max(strengths[k], f.strength)
+    return strengths
+
+
+def with_misbound(
+    nll_empty: Sequence[float], nll_context: Sequence[float], stated: Sequence[bool], strengths: Sequence[float]
+) -> tuple[list[float], list[bool]]:
+    """The context NLLs and stated flags the support scores read once misbound words count against
+    the answer: a word of strength ``m > 0`` is unstated with a contrast of at most ``-m`` nats (its
+    ``nll_context`` raised to ``nll_empty + m`` where lower). Words of strength 0 are unchanged, so an
+    answer with no misbound word gives the very same inputs.
+
+    >>> with_misbound([2.0, 3.0], [1.0, 1.0], [True, True], [0.0, 4.0])
+    ([1.0, 7.0], [True, False])
+    """
+    nll = [c if m <= 0.0 else max(c, e + m) for e, c, m in zip(nll_empty, nll_context, strengths, strict=True)]
+    flags = [s and m <= 0.0 for s, m in zip(stated, strengths, strict=True)]
+    return nll, flags
