@@ -35,6 +35,21 @@ THE RULE (committed in this docstring before the check was scored on any of thes
    similarity of answer and context, each AUROC with a 95% bootstrap interval (groups resampled whole,
    1,000 draws, seed 0).
 
+AMENDMENT 1 (written after the first 8 WikiEval recombination rows had been scored by an earlier version
+of the check and the run stopped, before any other row was scored, and committed before the run that
+the tables use). The check's cost, measured on WikiEval's first 6 grounded rows with SmolLM2 on one
+thread (``benchmarks/bench_binding.py``), was about 2x ConSens alone with 16 variants per answer, over
+the issue's bound of 1.5x. So:
+
+* the shipped check scores **8** variants per answer (the first 8 of the same ranked list); rule 4's
+  candidates are taken with 8. The recombination sets are scored with 16 (every finding keeps its
+  variant's rank), so the 16-variant figures are reported beside the chosen check for information;
+* the development sets are scored with the loosest 8-variant check;
+* to fit the session, HaluEval-dev keeps the first 40 pairs of each half, PubMedQA the first 15 items
+  of each half and FaithBench-dev the summaries of the first 6 even and 6 odd passages;
+* each variant is compared with the answer over the sentences it changes only, after the same answer
+  text (so the prompt pass and the answer before the change are shared).
+
 Commands: ``python -m papers.consens.binding_check score --out docs/results/consens/binding [--sets ...]``
 writes ``binding-<set>.jsonl`` (one line per row, resumable); ``python -m papers.consens.binding_check
 table --out docs/results/consens/binding`` applies rules 4 and 5 to them and writes ``binding.json``.
@@ -68,7 +83,9 @@ RECOMBINATION_SETS = ("recombined-wikieval", "recombined-squad", "recombined-qa"
 DEV_SETS = ("wikieval", "halueval", "pubmedqa", "faithbench", "dialogue", "summarization", "summedits")
 MARGINS = (0.0, 1.0, 2.0)
 LIFTS = (-math.inf, -2.0, 0.0, 1.0)
-LOOSEST = BindingCheck(min_margin=0.0, min_lift=-math.inf)
+LOOSEST = BindingCheck(max_variants=16, min_margin=0.0, min_lift=-math.inf)
+LOOSEST_8 = BindingCheck(max_variants=8, min_margin=0.0, min_lift=-math.inf)
+SHIPPED_VARIANTS = 8
 _CHUNK = 8
 
 
@@ -199,15 +216,15 @@ def dev_sets() -> dict[str, list[Item]]:
     usable = [it for it in load_pubmedqa() if partial_context(it) is not None]
     half = len(usable) // 2
     rows = []
-    for i in [*range(30), *range(half, half + 30)]:
+    for i in [*range(15), *range(half, half + 15)]:
         it = usable[i]
         partial = partial_context(it) or []
         for label, ctx in ((1, it.contexts), (0, partial)):
             rows.append(Item(f"p{i}-{label}", "pubmedqa", f"p{i}", i < half, label, it.question, tuple(ctx), it.long_answer))
     out["pubmedqa"] = rows
     fb = load_faithbench()
-    even = sorted({it.passage for it in fb if it.passage % 2 == 0})[:12]
-    odd = sorted({it.passage for it in fb if it.passage % 2 == 1})[:12]
+    even = sorted({it.passage for it in fb if it.passage % 2 == 0})[:6]
+    odd = sorted({it.passage for it in fb if it.passage % 2 == 1})[:6]
     keep = set(even) | set(odd)
     out["faithbench"] = [
         Item(f"f{it.id}", "faithbench", f"f{it.passage}", it.passage % 2 == 0, it.label, SUMMARY_QUESTION, (it.source,), it.summary)
@@ -235,8 +252,8 @@ def score(out: Path, names: Sequence[str], *, model: str | None = None, deadline
         sets.update(recombination_sets())
     if wanted & set(DEV_SETS):
         sets.update(dev_sets())
-    metric = ConSens(model, binding=LOOSEST)
     for name in names:
+        metric = ConSens(model, binding=LOOSEST if name in RECOMBINATION_SETS else LOOSEST_8)
         rows = sets[name]
         path = out / f"binding-{name}.jsonl"
         done = _done(path)
@@ -272,14 +289,16 @@ def score(out: Path, names: Sequence[str], *, model: str | None = None, deadline
 # ------------------------------------------------------------------------------------------ tables
 
 
-def support_with(result: dict[str, Any], min_margin: float | None, min_lift: float) -> float:
+def support_with(
+    result: dict[str, Any], min_margin: float | None, min_lift: float, variants: int = SHIPPED_VARIANTS
+) -> float:
     """The support score of a stored row with the findings a candidate keeps (``min_margin=None``:
-    none, the score without the check)."""
+    none, the score without the check; ``variants``: the first so many variants only)."""
     words = result["words"]
     findings = [
         f
         for f in (BindingFinding.from_dict(x) for x in result.get("binding") or [])
-        if min_margin is not None and f.margin >= min_margin and f.lift >= min_lift
+        if min_margin is not None and f.margin >= min_margin and f.lift >= min_lift and f.variant < variants
     ]
     ws = [Word(w["word"], w["start"], w["end"]) for w in words]
     strengths = misbound_strengths(ws, findings)

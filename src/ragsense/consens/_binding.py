@@ -28,7 +28,7 @@ with no stated span that could be rebound gets no variant and scores exactly as 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -87,6 +87,7 @@ class BindingFinding:
     margin: float
     lift: float
     misbound: bool
+    variant: int = 0  # the variant's rank among the answer's (0 = tried first)
 
     @property
     def strength(self) -> float:
@@ -111,6 +112,7 @@ class BindingFinding:
             margin=float(fields["margin"]),
             lift=float(fields["lift"]),
             misbound=bool(fields["misbound"]),
+            variant=int(fields.get("variant", 0)),
         )
 
 
@@ -118,61 +120,79 @@ class BindingFinding:
 class BindingPlan:
     """The variants of one row and the requests that score them.
 
-    ``with_context[i]`` scores variant ``i`` under the row's full prompt; ``originals`` the answer cut
-    where variants end, under the full prompt (the whole answer is the row's own full request). The
-    no-context requests are made only for the variants that win under the context.
+    A variant is compared with the answer over the sentences it changes only: both are scored as
+    continuations of the row's prompt followed by the answer's text before those sentences
+    (:func:`stretch`), so each stretch's extended prompt is shared by its variants and starts from the
+    row's prompt state (its last segment cut; :class:`~ragsense.models.ScoreRequest` ``splits``).
+    ``with_context[i]`` and ``originals[i]`` score variant ``i`` and the answer's same stretch under the
+    context; the no-context requests are made only for the variants that win under the context.
     """
 
     variants: list[BindingVariant]
     with_context: list[ScoreRequest]
-    originals: dict[int, ScoreRequest] = field(default_factory=dict)
+    originals: list[ScoreRequest]
+
+
+def stretch(
+    prompt: ScoreRequest, answer: str, variant: BindingVariant, continuation: Callable[[str], str]
+) -> tuple[ScoreRequest, ScoreRequest]:
+    """``(variant request, answer request)`` comparing ``variant`` with ``answer`` after ``prompt``.
+
+    >>> from ragsense.text import binding_variants
+    >>> v = binding_variants("It is red. It was built in 1999.", ["Built in 1999, not 2001; it is red."])[-1]
+    >>> var, ans = stretch(ScoreRequest("Q:", ""), "It is red. It was built in 1999.", v, lambda a: " " + a)
+    >>> var.prompt, var.continuation, ans.continuation
+    ('Q: It is red.', ' It was built in 2001.', ' It was built in 1999.')
+    """
+    splits = (*prompt.splits, len(prompt.prompt))
+    if variant.start == 0:
+        head = prompt.prompt
+        var, orig = continuation(variant.text[: variant.variant_cut]), continuation(answer[: variant.cut])
+    else:
+        head = prompt.prompt + continuation(answer[: variant.start])
+        var, orig = variant.text[variant.start : variant.variant_cut], answer[variant.start : variant.cut]
+    return ScoreRequest(head, var, splits), ScoreRequest(head, orig, splits)
 
 
 def plan_binding(
     answer: str,
     contexts: Sequence[str],
     full: ScoreRequest,
-    continuation: Any,
+    continuation: Callable[[str], str],
     check: BindingCheck,
 ) -> BindingPlan:
     """The variants of ``answer`` against ``contexts`` (as scored) and their requests under ``full``'s
     prompt; ``continuation`` turns answer text into a continuation (the template's)."""
     variants = binding_variants(answer, contexts, limit=check.max_variants)
-    requests = [ScoreRequest(full.prompt, continuation(v.text[: v.variant_cut]), full.splits) for v in variants]
-    originals = {
-        v.cut: ScoreRequest(full.prompt, continuation(answer[: v.cut]), full.splits)
-        for v in variants
-        if v.cut < len(answer)
-    }
-    return BindingPlan(variants, requests, originals)
+    pairs = [stretch(full, answer, v, continuation) for v in variants]
+    return BindingPlan(variants, [p[0] for p in pairs], [p[1] for p in pairs])
 
 
 def _total(score: ContinuationScore) -> float:
     return float(sum(score.logprobs))
 
 
-def margins_with_context(
-    plan: BindingPlan, full: ScoreRequest, answer: str, scored: Mapping[ScoreRequest, ContinuationScore]
-) -> list[float]:
-    """Each variant's ``margin``: its log-probability under the context minus the answer's, to the cut."""
-    out = []
-    for v, req in zip(plan.variants, plan.with_context, strict=True):
-        original = scored[full] if v.cut >= len(answer) else scored[plan.originals[v.cut]]
-        out.append(_total(scored[req]) - _total(original))
-    return out
+def margins_with_context(plan: BindingPlan, scored: Mapping[ScoreRequest, ContinuationScore]) -> list[float]:
+    """Each variant's ``margin``: its log-probability under the context minus the answer's, over the
+    sentences it changes."""
+    return [_total(scored[v]) - _total(scored[o]) for v, o in zip(plan.with_context, plan.originals, strict=True)]
 
 
 def no_context_requests(
-    plan: BindingPlan, margins: Sequence[float], empty: ScoreRequest, answer: str, continuation: Any, check: BindingCheck
+    plan: BindingPlan,
+    margins: Sequence[float],
+    empty: ScoreRequest,
+    answer: str,
+    continuation: Callable[[str], str],
+    check: BindingCheck,
 ) -> list[tuple[int, ScoreRequest, ScoreRequest]]:
     """``(variant index, variant request, answer request)`` without the context, for the variants
     preferred under it."""
-    out = []
-    for i, (v, m) in enumerate(zip(plan.variants, margins, strict=True)):
-        if m >= check.min_margin:
-            original = empty if v.cut >= len(answer) else ScoreRequest(empty.prompt, continuation(answer[: v.cut]))
-            out.append((i, ScoreRequest(empty.prompt, continuation(v.text[: v.variant_cut])), original))
-    return out
+    return [
+        (i, *stretch(empty, answer, v, continuation))
+        for i, (v, m) in enumerate(zip(plan.variants, margins, strict=True))
+        if m >= check.min_margin
+    ]
 
 
 def findings_of(
@@ -198,6 +218,7 @@ def findings_of(
                     margin=margins[i],
                     lift=lift,
                     misbound=True,
+                    variant=i,
                 )
             )
     return sorted(out, key=lambda f: -f.strength)

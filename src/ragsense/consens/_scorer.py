@@ -337,9 +337,6 @@ class GroundingScorer:
                     wanted[plan.empty] = None
                 wanted[plan.full] = None
                 wanted.update((req, None) for req, *_ in plan.leave_one_out)
-                if plan.binding is not None:
-                    wanted.update((req, None) for req in plan.binding.with_context)
-                    wanted.update((req, None) for req in plan.binding.originals.values())
         requests = list(wanted)
         scored = dict(zip(requests, await self.model.score(requests), strict=True)) if requests else {}
         findings = await self._binding_findings(plans, scored)
@@ -361,27 +358,30 @@ class GroundingScorer:
     async def _binding_findings(
         self, plans: Sequence[_Plan | InputError], scored: dict[ScoreRequest, ContinuationScore]
     ) -> dict[int, list[BindingFinding]]:
-        """Each checked row's misbound findings. The variants were scored under the context in the
-        row's own call; those the context prefers are scored without it here, in one more call."""
+        """Each checked row's misbound findings, in two more calls after the rows' own: the variants
+        under the context (their prompts extend the row's prompt, whose state the first call left in
+        the model's prompt cache), then those the context prefers without it."""
         check = self.binding
-        if check is None:
+        checked = [
+            (i, plan) for i, plan in enumerate(plans) if isinstance(plan, _Plan) and plan.binding is not None
+        ]
+        if check is None or not checked:
             return {}
+        first = {r: None for _, plan in checked for r in (*plan.binding.with_context, *plan.binding.originals)}  # type: ignore[union-attr]
+        todo = [r for r in first if r not in scored]
+        if todo:
+            scored.update(zip(todo, await self.model.score(todo), strict=True))
         margins: dict[int, list[float]] = {}
         without: dict[int, list[tuple[int, ScoreRequest, ScoreRequest]]] = {}
         wanted: dict[ScoreRequest, None] = {}
-        for i, plan in enumerate(plans):
-            if not isinstance(plan, _Plan) or plan.binding is None:
-                continue
-            margins[i] = margins_with_context(plan.binding, plan.full, plan.answer, scored)
+        for i, plan in checked:
+            assert plan.binding is not None
+            margins[i] = margins_with_context(plan.binding, scored)
             without[i] = no_context_requests(
                 plan.binding, margins[i], plan.empty, plan.answer, self.template.continuation, check
             )
             for _, variant, original in without[i]:
                 wanted.update((r, None) for r in (variant, original) if r not in scored)
-        # The answer's own no-context request may be in the shared cache rather than in this call.
-        for plan in plans:
-            if isinstance(plan, _Plan) and plan.empty not in scored and plan.empty in self._empty_cache:
-                scored[plan.empty] = self._empty_cache[plan.empty]
         requests = [r for r in wanted if r not in scored]
         if requests:
             scored.update(zip(requests, await self.model.score(requests), strict=True))

@@ -195,6 +195,31 @@ class PromptStateCache:
         end, entry = found
         return end, cropped_copy(entry.cache, end)
 
+    def get_extended(self, ids: tuple[int, ...], cuts: tuple[int, ...]) -> tuple[int, Any] | None:
+        """``(j, KV cache)``: a private copy of a prompt kept whole that is exactly the first segments of
+        ``ids`` (its ids before ``j``, ``j`` one of ``cuts``), the longest such; None when none is kept.
+
+        A prompt that extends a kept one (the binding check's answer stretches after a row's prompt)
+        runs only its own last segments on that state: the same passes as from the start, so the same
+        bits. Its own state is one-off, so the caller does not keep it (it would evict the prompts
+        it extends).
+        """
+        found: tuple[int, _Entry] | None = None
+        with self._lock:
+            for end in sorted(cuts, reverse=True):
+                key = _prefix_key(ids, cuts, end)
+                entry = self._entries.get(key)
+                if entry is not None:
+                    self._entries.move_to_end(key)
+                    found = end, entry
+                    self._prefix_hits += 1
+                    self._prefix_tokens += end
+                    break
+        if found is None:
+            return None
+        end, entry = found
+        return end, copy.deepcopy(entry.cache)
+
     def put(
         self,
         ids: tuple[int, ...],

@@ -292,6 +292,11 @@ class PackedScorer:
             hit = store.get(prompt, cuts)
             if hit is not None:
                 return hit
+            extended = store.get_extended(prompt, cuts) if cuts else None
+            if extended is not None:
+                # An extension of a kept prompt: run its last segments on that state, keep nothing.
+                start, state = extended
+                return prompt_state(self.kernel, prompt, cuts, start=start, cache=state)
             prefix = store.get_prefix(prompt, cuts) if cuts else None
             if prefix is not None:
                 start, state = prefix

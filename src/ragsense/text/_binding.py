@@ -23,7 +23,7 @@ with fixed rules and no model.
 
 **Variants** (:func:`binding_variants`), for the spans the context states (every word of the span
 matches a context word, :class:`~ragsense.text.ContextVocabulary`), most informative first and at most
-``limit`` (16 by default):
+``limit`` (8 by default):
 
 1. *swaps* of two answer spans of one kind with different values (roles exchanged);
 2. *negation*: an answer sentence whose content words the context mostly states, with its negation
@@ -36,8 +36,10 @@ matches a context word, :class:`~ragsense.text.ContextVocabulary`), most informa
 
 A variant keeps the answer's surface forms: a number written in digits is replaced in digits, a number
 word by a number word where one exists, an ordinal likewise, and a replacement at a sentence start is
-capitalised. Each variant records ``cut``: the end of the answer sentence holding its last change. The
-reader compares the answer and the variant up to there (the rest of the answer is the same text).
+capitalised. Each variant records ``start`` and ``cut``: from the start of the answer sentence holding
+its first change (less the whitespace before it) to the end of the sentence holding its last. The
+reader compares the answer and the variant over that stretch only, after the same answer text before
+it (the rest of the answer is the same text in both).
 
 >>> answer = "Ana Ruiz founded the firm in 2004; Ben Cole joined in 1998."
 >>> context = "Ben Cole founded the firm in 1998. Ana Ruiz joined it in 2004."
@@ -56,7 +58,7 @@ from ragsense.text._statements import split_sentences
 from ragsense.text._support import ContextVocabulary
 from ragsense.text._words import Word, normalize_word, split_words
 
-DEFAULT_MAX_VARIANTS = 16
+DEFAULT_MAX_VARIANTS = 8
 """Variants scored per answer at most (the cost of the check grows with it)."""
 
 _CARDINALS = (
@@ -119,9 +121,9 @@ class BindingVariant:
 
     ``kind``: ``swap``, ``substitute`` or ``negation``; ``span_kind``: the kind of the spans changed
     (``negation`` for a negation). ``spans`` are the changed character spans in the *answer*
-    (``original`` is the text of the first, ``replacement`` what it became). ``cut`` is where the
-    comparison ends in the answer (the end of the sentence of the last change); ``variant_cut`` is
-    the same place in ``text``.
+    (``original`` is the text of the first, ``replacement`` what it became). ``start`` and ``cut``
+    bound the stretch compared in the answer (the sentences changed; ``start`` is before the whitespace
+    that precedes them); ``variant_cut`` is ``cut``'s place in ``text`` (``start`` is the same in both).
     """
 
     text: str
@@ -130,6 +132,7 @@ class BindingVariant:
     spans: tuple[tuple[int, int], ...]
     original: str
     replacement: str
+    start: int
     cut: int
     variant_cut: int
 
@@ -320,6 +323,17 @@ class _Sentences:
         self.spans = split_sentences(text) or []
         self.text = text
 
+    def start_of(self, position: int) -> int:
+        """Where the sentence holding ``position`` starts, less the whitespace before it."""
+        start = 0
+        for s in self.spans:
+            if s.start <= position < s.end:
+                start = s.start
+                break
+        while start > 0 and self.text[start - 1].isspace():
+            start -= 1
+        return start
+
     def end_of(self, position: int) -> int:
         for s in self.spans:
             if s.start <= position < s.end:
@@ -350,6 +364,7 @@ def _variant(
         spans=tuple(sorted((s, e) for s, e, _ in changes)),
         original=answer[first[0] : first[1]],
         replacement=first[2],
+        start=min(sentences.start_of(start) for start, _, _ in changes),
         cut=cut,
         variant_cut=cut + shift,
     )
@@ -397,6 +412,7 @@ def _negation_variants(answer: str, sentences: _Sentences, vocabulary: ContextVo
                 replacement=text[shown[0] : sentence.end + shift].split(" ")[0]
                 if change[2] and change[0] != change[1]
                 else (word.text + change[2] if change[2] else "(no negation)"),
+                start=sentences.start_of(sentence.start),
                 cut=sentence.end,
                 variant_cut=sentence.end + shift,
             )
