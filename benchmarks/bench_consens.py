@@ -15,6 +15,12 @@ The default score ``support`` (issue 24) adds work the previous default (``q25``
 context's word keys, the refusal check and each word's lookup and support probability.
 ``support_extra_s`` times exactly that work on the same rows, and ``support_vs_previous_default``
 is the ConSens time over the ConSens time without it (the issue's bound: at most 1.2).
+
+The binding check (issue 46, on by default) scores variants of each answer after the same prompt.
+The ConSens figures above are without it (the scorer's ``binding=None``), as the raw forward pass
+covers only the answer's own sequences; ``binding_vs_consens`` is the wall time of ConSens with the
+default check over the time without it on the same rows (issue 49's bound: at most 1.5), each run
+starting from an empty prompt cache.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import sys
 import time
 from typing import Any
 
-from ragsense.consens import GroundingScorer, support_r
+from ragsense.consens import DEFAULT_BINDING, GroundingScorer, support_r
 from ragsense.data import load_wikieval
 from ragsense.models import ScoreRequest, load_model
 from ragsense.text import ContextVocabulary, is_refusal
@@ -88,19 +94,27 @@ def main() -> None:
         options["threads"] = args.threads
     model = load_model(args.model, **options)
     rows = _rows(args.data, args.items)
-    scorer = GroundingScorer(model)
+    scorer = GroundingScorer(model, binding=None)
     requests = _unique_requests(scorer, rows)
     # Warm-up (allocator, kernels) on a few sequences, outside the timings.
     model.score_sync(requests[:2])
 
     # ConSens first, so the peak memory read right after it is ConSens's own (the full-logits
     # baseline below allocates far more).
-    started = time.perf_counter()
-    results = asyncio.run(GroundingScorer(model).score(rows))
-    if model._device.type == "cuda":
-        model._torch.cuda.synchronize()
-    consens_s = time.perf_counter() - started
+    def timed(binding: Any) -> tuple[float, list[Any]]:
+        cache = getattr(model._scorer, "prompt_cache", None)
+        if cache is not None:
+            cache.clear()  # each run reads its prompts afresh
+        started = time.perf_counter()
+        out = asyncio.run(GroundingScorer(model, binding=binding).score(rows))
+        if model._device.type == "cuda":
+            model._torch.cuda.synchronize()
+        return time.perf_counter() - started, out
+
+    consens_s, results = timed(None)
     consens_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    binding_s, checked = timed(DEFAULT_BINDING)
+    variants = sum(getattr(r, "binding_variants", 0) for r in checked)
     body_s, tokens = _raw_forward(model, requests, with_full_logits=False)
     full_s, _ = _raw_forward(model, requests, with_full_logits=True)
     assert all(hasattr(r, "consens") for r in results), "a benchmark row failed"
@@ -127,6 +141,9 @@ def main() -> None:
         "ratio_vs_raw_body": round(body_s / consens_s, 3),
         "ratio_vs_raw_full_logits": round(full_s / consens_s, 3),
         "consens_rows_per_s": round(len(rows) / consens_s, 2),
+        "binding_rows_per_s": round(len(rows) / binding_s, 2),
+        "binding_variants_per_row": round(variants / len(rows), 2),
+        "binding_vs_consens": round(binding_s / consens_s, 3),
         "support_extra_s": round(extra_s, 4),
         "support_vs_previous_default": round(consens_s / (consens_s - extra_s), 4),
         "consens_peak_rss_mb": round(consens_peak_mb, 1),

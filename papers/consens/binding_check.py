@@ -38,7 +38,7 @@ THE RULE (committed in this docstring before the check was scored on any of thes
 AMENDMENT 1 (written after the first 8 WikiEval recombination rows had been scored by an earlier version
 of the check and the run stopped, before any other row was scored, and committed before the run that
 the tables use). The check's cost, measured on WikiEval's first 6 grounded rows with SmolLM2 on one
-thread (``benchmarks/bench_binding.py``), was about 2x ConSens alone with 16 variants per answer, over
+thread (``benchmarks/bench_consens.py``), was about 2x ConSens alone with 16 variants per answer, over
 the issue's bound of 1.5x. So:
 
 * the shipped check scores **8** variants per answer (the first 8 of the same ranked list); rule 4's
@@ -70,10 +70,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragsense.consens import ConSens
-from ragsense.consens import BindingCheck, BindingFinding, misbound_strengths, with_misbound
+from ragsense.consens import BindingCheck, BindingFinding, ConSens, misbound_strengths, with_misbound
 from ragsense.consens._math import Aggregation, consens_from_word_nll
-from ragsense.data import default_data_dir, load_faithbench, load_halueval, load_pubmedqa, load_squad_v2, load_wikieval
+from ragsense.data import (
+    default_data_dir,
+    load_faithbench,
+    load_halueval,
+    load_pubmedqa,
+    load_squad_v2,
+    load_wikieval,
+)
 from ragsense.evaluation import evaluate
 from ragsense.experiments import partial_context, verdict_table
 from ragsense.experiments._verdict import SUMMARY_QUESTION, SUMMEDITS_DOMAINS, is_dev
@@ -115,7 +121,9 @@ def recombined(answer: str, contexts: Sequence[str], key: str) -> tuple[str, str
     return v.text, f"{v.kind}/{v.span_kind}: {v.original!r} -> {v.replacement!r}"
 
 
-def _twins(name: str, group: str, dev: bool, question: str, contexts: Sequence[str], answer: str) -> list[Item]:
+def _twins(
+    name: str, group: str, dev: bool, question: str, contexts: Sequence[str], answer: str
+) -> list[Item]:
     made = recombined(answer, contexts, f"{name}:{group}")
     if made is None:
         return []
@@ -145,12 +153,18 @@ def recombination_sets(data: Path | None = None) -> dict[str, list[Item]]:
     out["recombined-wikieval"] = [
         x
         for i, it in enumerate(wiki)
-        for x in _twins("recombined-wikieval", f"w{i}", i < 25, it.question, list(it.context_v1), it.grounded_answer)
+        for x in _twins(
+            "recombined-wikieval", f"w{i}", i < 25, it.question, list(it.context_v1), it.grounded_answer
+        )
     ]
-    squad = sorted((it for it in load_squad_v2() if not it.is_impossible), key=lambda it: _h("squad:" + it.id))
+    squad = sorted(
+        (it for it in load_squad_v2() if not it.is_impossible), key=lambda it: _h("squad:" + it.id)
+    )
     out["recombined-squad"] = _first(
         (
-            _twins("recombined-squad", f"s{it.id}", is_dev(it.context), it.question, [it.context], it.answers[0])
+            _twins(
+                "recombined-squad", f"s{it.id}", is_dev(it.context), it.question, [it.context], it.answers[0]
+            )
             for it in squad
         ),
         80,
@@ -204,14 +218,29 @@ def dev_sets() -> dict[str, list[Item]]:
     rows = []
     for i, it in enumerate(load_wikieval()):
         for label, answer in ((1, it.grounded_answer), (0, it.ungrounded_answer)):
-            rows.append(Item(f"w{i}-{label}", "wikieval", f"w{i}", i < 25, label, it.question, tuple(it.context_v1), answer))
+            rows.append(
+                Item(
+                    f"w{i}-{label}",
+                    "wikieval",
+                    f"w{i}",
+                    i < 25,
+                    label,
+                    it.question,
+                    tuple(it.context_v1),
+                    answer,
+                )
+            )
     out["wikieval"] = rows
     halu = load_halueval()
     rows = []
     for i in [*range(40), *range(100, 140)]:
         it = halu[i]
         for label, answer in ((1, it.right_answer), (0, it.hallucinated_answer)):
-            rows.append(Item(f"h{i}-{label}", "halueval", f"h{i}", i < 100, label, it.question, (it.knowledge,), answer))
+            rows.append(
+                Item(
+                    f"h{i}-{label}", "halueval", f"h{i}", i < 100, label, it.question, (it.knowledge,), answer
+                )
+            )
     out["halueval"] = rows
     usable = [it for it in load_pubmedqa() if partial_context(it) is not None]
     half = len(usable) // 2
@@ -220,19 +249,41 @@ def dev_sets() -> dict[str, list[Item]]:
         it = usable[i]
         partial = partial_context(it) or []
         for label, ctx in ((1, it.contexts), (0, partial)):
-            rows.append(Item(f"p{i}-{label}", "pubmedqa", f"p{i}", i < half, label, it.question, tuple(ctx), it.long_answer))
+            rows.append(
+                Item(
+                    f"p{i}-{label}",
+                    "pubmedqa",
+                    f"p{i}",
+                    i < half,
+                    label,
+                    it.question,
+                    tuple(ctx),
+                    it.long_answer,
+                )
+            )
     out["pubmedqa"] = rows
     fb = load_faithbench()
     even = sorted({it.passage for it in fb if it.passage % 2 == 0})[:6]
     odd = sorted({it.passage for it in fb if it.passage % 2 == 1})[:6]
     keep = set(even) | set(odd)
     out["faithbench"] = [
-        Item(f"f{it.id}", "faithbench", f"f{it.passage}", it.passage % 2 == 0, it.label, SUMMARY_QUESTION, (it.source,), it.summary)
+        Item(
+            f"f{it.id}",
+            "faithbench",
+            f"f{it.passage}",
+            it.passage % 2 == 0,
+            it.label,
+            SUMMARY_QUESTION,
+            (it.source,),
+            it.summary,
+        )
         for it in fb
         if it.passage in keep
     ]
     for name, table in verdict_table().items():
-        out[name] = [Item(r.id, name, r.group, r.dev, r.label, r.question, r.contexts, r.answer) for r in table]
+        out[name] = [
+            Item(r.id, name, r.group, r.dev, r.label, r.question, r.contexts, r.answer) for r in table
+        ]
     return out
 
 
@@ -243,7 +294,9 @@ def _done(path: Path) -> set[str]:
         return {json.loads(line)["id"] for line in fh if line.strip()}
 
 
-def score(out: Path, names: Sequence[str], *, model: str | None = None, deadline: float | None = None) -> None:
+def score(
+    out: Path, names: Sequence[str], *, model: str | None = None, deadline: float | None = None
+) -> None:
     """Score every row of the named sets with the loosest check, appending to ``out/binding-<set>.jsonl``."""
     out.mkdir(parents=True, exist_ok=True)
     wanted = set(names)
@@ -263,7 +316,10 @@ def score(out: Path, names: Sequence[str], *, model: str | None = None, deadline
             if deadline is not None and time.time() > deadline:
                 return
             chunk = todo[start : start + _CHUNK]
-            records = [{"id": r.id, "question": r.question, "contexts": list(r.contexts), "answer": r.answer} for r in chunk]
+            records = [
+                {"id": r.id, "question": r.question, "contexts": list(r.contexts), "answer": r.answer}
+                for r in chunk
+            ]
             t0 = time.perf_counter()
             run = evaluate(records, [metric, "similarity"], progress=False, desc=name)
             seconds = (time.perf_counter() - t0) / len(chunk)
@@ -271,7 +327,15 @@ def score(out: Path, names: Sequence[str], *, model: str | None = None, deadline
                 for r, rec in zip(chunk, run.rows, strict=True):
                     if rec["errors"]:
                         raise RuntimeError(f"row {r.id}: {rec['errors'][0]}")
-                    keep = ("consens", "verdict", "words", "binding", "binding_variants", "similarity", "refusal")
+                    keep = (
+                        "consens",
+                        "verdict",
+                        "words",
+                        "binding",
+                        "binding_variants",
+                        "similarity",
+                        "refusal",
+                    )
                     line = {
                         "id": r.id,
                         "set": r.set,
@@ -303,7 +367,9 @@ def support_with(
     ws = [Word(w["word"], w["start"], w["end"]) for w in words]
     strengths = misbound_strengths(ws, findings)
     nll_e = [w["nll_empty"] for w in words]
-    nll_c, stated = with_misbound(nll_e, [w["nll_context"] for w in words], [w["stated"] for w in words], strengths)
+    nll_c, stated = with_misbound(
+        nll_e, [w["nll_context"] for w in words], [w["stated"] for w in words], strengths
+    )
     return consens_from_word_nll(nll_e, nll_c, Aggregation.SUPPORT, stated)[0]
 
 
@@ -321,7 +387,9 @@ def auroc(labels: Sequence[int], scores: Sequence[float]) -> float:
     return wins / (len(pos) * len(neg))
 
 
-def auroc_ci(rows: Sequence[dict[str, Any]], score: Callable[[dict[str, Any]], float], draws: int = 1000) -> list[float]:
+def auroc_ci(
+    rows: Sequence[dict[str, Any]], score: Callable[[dict[str, Any]], float], draws: int = 1000
+) -> list[float]:
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(r["group"], []).append(r)
@@ -337,7 +405,10 @@ def auroc_ci(rows: Sequence[dict[str, Any]], score: Callable[[dict[str, Any]], f
     stats.sort()
     if not stats:
         return [float("nan"), float("nan")]
-    return [round(stats[int(0.025 * len(stats))], 4), round(stats[min(len(stats) - 1, int(0.975 * len(stats)))], 4)]
+    return [
+        round(stats[int(0.025 * len(stats))], 4),
+        round(stats[min(len(stats) - 1, int(0.975 * len(stats)))], 4),
+    ]
 
 
 def _load(folder: Path, name: str) -> list[dict[str, Any]]:
@@ -405,9 +476,18 @@ def table(folder: Path) -> dict[str, Any]:
                 "rows": len(rows),
                 "after": [round(figure(rows, after), 4), auroc_ci(rows, after)],
                 "before": [round(figure(rows, before), 4), auroc_ci(rows, before)],
-                "lexical_support": [round(figure(rows, lambda r: _lexical(r["result"])), 4), auroc_ci(rows, lambda r: _lexical(r["result"]))],
-                "answer_length": [round(figure(rows, lambda r: -r["answer_words"]), 4), auroc_ci(rows, lambda r: -r["answer_words"])],
-                "similarity": [round(figure(rows, lambda r: r["result"]["similarity"]), 4), auroc_ci(rows, lambda r: r["result"]["similarity"])],
+                "lexical_support": [
+                    round(figure(rows, lambda r: _lexical(r["result"])), 4),
+                    auroc_ci(rows, lambda r: _lexical(r["result"])),
+                ],
+                "answer_length": [
+                    round(figure(rows, lambda r: -r["answer_words"]), 4),
+                    auroc_ci(rows, lambda r: -r["answer_words"]),
+                ],
+                "similarity": [
+                    round(figure(rows, lambda r: r["result"]["similarity"]), 4),
+                    auroc_ci(rows, lambda r: r["result"]["similarity"]),
+                ],
             }
         pooled = [r for k in RECOMBINATION_SETS for r in rep.get(k, [])]
         pooled_after = figure(pooled, after) if pooled else float("nan")
@@ -434,7 +514,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         score(args.out, [s for s in args.sets.split(",") if s], model=args.model, deadline=deadline)
     else:
         result = table(args.out)
-        (args.out / "binding.json").write_text(json.dumps(result, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+        (args.out / "binding.json").write_text(
+            json.dumps(result, indent=1, allow_nan=False) + "\n", encoding="utf-8"
+        )
         print(json.dumps(result["chosen"], indent=1))
         print(json.dumps(result["report"], indent=1))
 

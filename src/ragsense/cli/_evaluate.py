@@ -182,7 +182,7 @@ def _columns(metrics: list[Metric]) -> Columns:
         # Why: the words the context does not state, and with attribution the document the answer
         # rests on most (the same evidence the guard, the pytest plug-in and the report give).
         if "words" in metric.fields:
-            columns.append(("weakest words", 22, weakest_cell))
+            columns.append(("why", 30, weakest_cell))
         if "top_document" in metric.fields:
             columns.append(("top doc", 10, top_document_cell))
     # A labelled input (the bundled sample has one) shows its label beside our verdict, so agreement

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         ("answer", 44, answer_of),
         ("consens", 7, lambda r: fmt(r.get("consens"), signed=True)),
         ("verdict", 16, lambda r: error_text(r) or r["verdict"]),
-        ("weakest words", 22, weakest_cell),
+        ("why", 30, weakest_cell),
     ]
     if args.attribution:
         columns.append(("top doc", 10, top_document_cell))

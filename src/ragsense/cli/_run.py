@@ -24,7 +24,7 @@ from typing import Any
 
 from ragsense.cli._common import add_model_options
 from ragsense.cli._numbers import positive_int
-from ragsense.consens import weakest_words
+from ragsense.consens import binding_reasons, weakest_words
 from ragsense.data import LABEL_FIELDS, label_field, sample_rows_path, shown_label
 from ragsense.evaluation import (
     DEFAULT_CHUNK_SIZE,
@@ -197,12 +197,17 @@ LABEL = "label"
 
 
 def weakest_cell(record: dict[str, Any]) -> str:
-    """The answer words the context does not state among its weakest (:func:`weakest_words`' order,
-    the one of the guard, the pytest plug-in and the report), or nothing when it states them all."""
+    """Why a row is not grounded: the binding check's strongest finding (a stated word bound where
+    the context prefers another), then the answer words the context does not state among its weakest
+    (:func:`weakest_words`' order, the one of the guard, the pytest plug-in and the report); nothing
+    when the context states them all and nothing is misbound."""
+    reasons = binding_reasons(record)[:1]
     words = record.get("words")
-    if not isinstance(words, list) or not words:
-        return ""
-    return ", ".join(w["word"] for w in weakest_words(words, WEAKEST_SHOWN) if not w["stated"])
+    if isinstance(words, list) and words:
+        unstated = [w["word"] for w in weakest_words(words, WEAKEST_SHOWN) if not w["stated"]]
+        if unstated:
+            reasons.append(", ".join(unstated))
+    return "; ".join(reasons)
 
 
 def top_document_cell(record: dict[str, Any]) -> str:

@@ -29,7 +29,7 @@ with no stated span that could be rebound gets no variant and scores exactly as 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ragsense.errors import ParameterError
@@ -55,7 +55,11 @@ class BindingCheck:
     min_lift: float = 1.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_variants, bool) or not isinstance(self.max_variants, int) or self.max_variants < 0:
+        if (
+            isinstance(self.max_variants, bool)
+            or not isinstance(self.max_variants, int)
+            or self.max_variants < 0
+        ):
             raise ParameterError(f"must be at least 0, got {self.max_variants!r}", parameter="max_variants")
         for name in ("min_margin", "min_lift"):
             value = getattr(self, name)
@@ -99,7 +103,9 @@ class BindingFinding:
         if self.kind == "swap":
             what = f"'{self.original}' and '{self.replacement}' swapped"
             return f"the context prefers {what} here, by {self.margin:.1f} nats"
-        return f"the context prefers '{self.replacement}' to '{self.original}' here, by {self.margin:.1f} nats"
+        return (
+            f"the context prefers '{self.replacement}' to '{self.original}' here, by {self.margin:.1f} nats"
+        )
 
     @classmethod
     def from_dict(cls, fields: Mapping[str, Any]) -> BindingFinding:
@@ -175,7 +181,9 @@ def _total(score: ContinuationScore) -> float:
 def margins_with_context(plan: BindingPlan, scored: Mapping[ScoreRequest, ContinuationScore]) -> list[float]:
     """Each variant's ``margin``: its log-probability under the context minus the answer's, over the
     sentences it changes."""
-    return [_total(scored[v]) - _total(scored[o]) for v, o in zip(plan.with_context, plan.originals, strict=True)]
+    return [
+        _total(scored[v]) - _total(scored[o]) for v, o in zip(plan.with_context, plan.originals, strict=True)
+    ]
 
 
 def no_context_requests(
@@ -249,7 +257,10 @@ def misbound_strengths(words: Sequence[Word], findings: Sequence[BindingFinding]
 
 
 def with_misbound(
-    nll_empty: Sequence[float], nll_context: Sequence[float], stated: Sequence[bool], strengths: Sequence[float]
+    nll_empty: Sequence[float],
+    nll_context: Sequence[float],
+    stated: Sequence[bool],
+    strengths: Sequence[float],
 ) -> tuple[list[float], list[bool]]:
     """The context NLLs and stated flags the support scores read once misbound words count against
     the answer: a word of strength ``m > 0`` is unstated with a contrast of at most ``-m`` nats (its
@@ -259,6 +270,34 @@ def with_misbound(
     >>> with_misbound([2.0, 3.0], [1.0, 1.0], [True, True], [0.0, 4.0])
     ([1.0, 7.0], [True, False])
     """
-    nll = [c if m <= 0.0 else max(c, e + m) for e, c, m in zip(nll_empty, nll_context, strengths, strict=True)]
+    nll = [
+        c if m <= 0.0 else max(c, e + m) for e, c, m in zip(nll_empty, nll_context, strengths, strict=True)
+    ]
     flags = [s and m <= 0.0 for s, m in zip(stated, strengths, strict=True)]
     return nll, flags
+
+
+def binding_reasons(record: Mapping[str, Any]) -> list[str]:
+    """The reasons of a stored row's misbound findings, strongest first (none for a row without).
+
+    Every place that explains a verdict shows these (the terminal table, the report, JUnit rows,
+    ``assert_grounded``, the guard, trace annotations), so a misbinding reads the same everywhere.
+
+    >>> binding_reasons({"binding": [{"kind": "substitute", "span_kind": "ordinal", "spans": [[5, 11]],
+    ...     "original": "second", "replacement": "fourth", "margin": 9.14, "lift": 8.0, "misbound": True}]})
+    ["the context prefers 'fourth' to 'second' here, by 9.1 nats"]
+    >>> binding_reasons({"consens": 1.0})
+    []
+    """
+    found = record.get("binding")
+    if not isinstance(found, list):
+        return []
+    out = []
+    for item in found:
+        try:
+            finding = item if isinstance(item, BindingFinding) else BindingFinding.from_dict(item)
+        except (KeyError, TypeError, ValueError):
+            continue  # a hand-edited row: nothing readable to show
+        if finding.misbound:
+            out.append(finding.reason())
+    return out

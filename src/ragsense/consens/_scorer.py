@@ -363,32 +363,29 @@ class GroundingScorer:
         the model's prompt cache), then those the context prefers without it."""
         check = self.binding
         checked = [
-            (i, plan) for i, plan in enumerate(plans) if isinstance(plan, _Plan) and plan.binding is not None
+            (i, plan, plan.binding)
+            for i, plan in enumerate(plans)
+            if isinstance(plan, _Plan) and plan.binding is not None
         ]
         if check is None or not checked:
             return {}
-        first = {r: None for _, plan in checked for r in (*plan.binding.with_context, *plan.binding.originals)}  # type: ignore[union-attr]
+        first = {r: None for _, _, bp in checked for r in (*bp.with_context, *bp.originals)}
         todo = [r for r in first if r not in scored]
         if todo:
             scored.update(zip(todo, await self.model.score(todo), strict=True))
         margins: dict[int, list[float]] = {}
         without: dict[int, list[tuple[int, ScoreRequest, ScoreRequest]]] = {}
         wanted: dict[ScoreRequest, None] = {}
-        for i, plan in checked:
-            assert plan.binding is not None
-            margins[i] = margins_with_context(plan.binding, scored)
+        for i, plan, bp in checked:
+            margins[i] = margins_with_context(bp, scored)
             without[i] = no_context_requests(
-                plan.binding, margins[i], plan.empty, plan.answer, self.template.continuation, check
+                bp, margins[i], plan.empty, plan.answer, self.template.continuation, check
             )
-            for _, variant, original in without[i]:
-                wanted.update((r, None) for r in (variant, original) if r not in scored)
-        requests = [r for r in wanted if r not in scored]
+            wanted.update((r, None) for _, v, o in without[i] for r in (v, o) if r not in scored)
+        requests = list(wanted)
         if requests:
             scored.update(zip(requests, await self.model.score(requests), strict=True))
-        return {
-            i: findings_of(plans[i].binding, margins[i], without[i], scored, check)  # type: ignore[union-attr, arg-type]
-            for i in margins
-        }
+        return {i: findings_of(bp, margins[i], without[i], scored, check) for i, _, bp in checked}
 
     # -- planning ------------------------------------------------------------------------------
     def _plan(self, question: str, contexts: list[str], answer: str, attribution: bool) -> _Plan:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragsense._async import run_sync
-from ragsense.consens import GROUNDED_AT, Bands, ConSens, weakest_words
+from ragsense.consens import GROUNDED_AT, Bands, ConSens, binding_reasons, weakest_words
 from ragsense.contract import is_refusal_row
 from ragsense.data import RagRow
 from ragsense.errors import ParameterError
@@ -78,6 +78,7 @@ def shape_result(record: Mapping[str, Any], row_id: str, min_consens: float, wea
         "min_consens": min_consens,
         **fields,
         "weakest_words": weakest_words(record.get("words") or [], weakest),
+        "reasons": binding_reasons(record),
     }
 
 

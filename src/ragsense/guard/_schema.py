@@ -124,6 +124,11 @@ class CheckResult(BaseModel):
     consens: float | None
     verdict: str | None
     weakest_words: list[WeakWord]
+    reasons: list[str] = Field(
+        default_factory=list,
+        description="the binding check's findings, strongest first: \"the context prefers 'fourth' to "
+        "'second' here, by 9.1 nats\"",
+    )
     errors: list[dict[str, Any]]
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from ragsense.consens import DEFAULT_AGGREGATION, Aggregation, Bands, ConSens, weakest_words
+from ragsense.consens import DEFAULT_AGGREGATION, Aggregation, Bands, ConSens, binding_reasons, weakest_words
 from ragsense.contract import REFUSAL, is_refusal_row
 from ragsense.errors import BackendUnavailableError
 from ragsense.evaluation import aevaluate, evaluate
@@ -75,16 +75,25 @@ class Judgement:
     error: str | None = None
 
 
-def feedback_of(verdict: str | None, score: float | None, weakest: Sequence[Mapping[str, Any]]) -> str:
-    """The one-line feedback: verdict, score and weakest words with their contrast (nats).
+def feedback_of(
+    verdict: str | None,
+    score: float | None,
+    weakest: Sequence[Mapping[str, Any]],
+    reasons: Sequence[str] = (),
+) -> str:
+    """The one-line feedback: verdict, score, the binding check's reasons and the weakest words with
+    their contrast (nats).
 
     >>> feedback_of("ungrounded", -0.5, [{"word": "Pasadena", "contrast": -0.25, "stated": False}])
     'ungrounded (consens -0.500); weakest words: Pasadena (-0.25)'
+    >>> feedback_of("unsure", 0.2, [], ["the context prefers 'fourth' to 'second' here, by 9.1 nats"])
+    "unsure (consens 0.200); the context prefers 'fourth' to 'second' here, by 9.1 nats"
     """
     words = ", ".join(
         f"{w['word']} ({'stated' if w['stated'] else format(w['contrast'], '.2f')})" for w in weakest
     )
     head = f"{verdict} (consens {score:.3f})" if score is not None else f"{verdict}"
+    head = "; ".join([head, *reasons])
     return f"{head}; weakest words: {words}" if words else head
 
 
@@ -137,7 +146,8 @@ class Scorer:
             passing = verdict in PASSING_VERDICTS
         else:
             passing = is_refusal_row(record) or score >= self.min_consens
-        return Judgement(score, verdict, passing, weakest, feedback_of(verdict, score, weakest), dict(record))
+        feedback = feedback_of(verdict, score, weakest, binding_reasons(record))
+        return Judgement(score, verdict, passing, weakest, feedback, dict(record))
 
 
 def row(question: str | None, contexts: Sequence[str] | str | None, answer: str | None) -> dict[str, Any]:

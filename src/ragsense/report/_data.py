@@ -53,7 +53,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragsense.consens import ATTRIBUTION_FIELDS, CONSENS_FIELDS, LEGACY_RAW_FIELD, RAW_FIELD, weakest_words
+from ragsense.consens import (
+    ATTRIBUTION_FIELDS,
+    CONSENS_FIELDS,
+    LEGACY_RAW_FIELD,
+    RAW_FIELD,
+    binding_reasons,
+    weakest_words,
+)
 from ragsense.contract import is_refusal_row
 from ragsense.data import shown_label
 from ragsense.report._summary import row_errors, row_key
@@ -200,6 +207,8 @@ class _Builder:
             drawn = [w for w in words if isinstance(w, dict | Mapping)][: len(view["w"]) // 4]
             view["ws"] = [k for k, w in enumerate(drawn) if w.get("stated") is True] or None
             view["ww"] = weakest_positions(drawn)
+        # The binding check's findings, in the words every other explanation uses.
+        view["br"] = [self.text(r) for r in binding_reasons(row)] or None
         view["ul"] = shown_label(row)
         view["c"] = _compact(
             {

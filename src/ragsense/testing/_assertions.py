@@ -462,7 +462,7 @@ def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool) 
     lines.append(f"  answer:   {_short(row['answer'])}")
     # The one order of ragsense.consens.weakest_words (the guard's, the CLI's, the report's): words the
     # context does not state first (a stated word counts as supported), then by contrast.
-    from ragsense.consens import weakest_words
+    from ragsense.consens import binding_reasons, weakest_words
 
     scored = [
         w
@@ -479,6 +479,7 @@ def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool) 
         # A stated word is marked: it counts as supported whatever its contrast.
         stated = {True: "  stated in the context", False: ""}
         lines.extend(f"    {w['word']:<{width}}  {w['contrast']:+.2f}{stated[w['stated']]}" for w in weakest)
+    lines.extend(f"  binding: {reason}" for reason in binding_reasons(row))
     attribution = row.get("attribution")
     if attribution:
         contexts = row.get("contexts") or []

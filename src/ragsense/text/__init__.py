@@ -27,12 +27,10 @@ from ragsense.text._support import ContextVocabulary, SentenceIndex, stated_in_c
 from ragsense.text._words import Word, normalize_word, split_words, word_texts
 
 __all__ = [
+    "CLOSED_CLASS_WORDS",
     "DEFAULT_MAX_VARIANTS",
     "BindableSpan",
     "BindingVariant",
-    "bindable_spans",
-    "binding_variants",
-    "CLOSED_CLASS_WORDS",
     "ContentSelection",
     "ContextVocabulary",
     "DropReason",
@@ -41,6 +39,8 @@ __all__ = [
     "Span",
     "Word",
     "align_tokens_to_words",
+    "bindable_spans",
+    "binding_variants",
     "content_words",
     "is_closed_class",
     "is_refusal",

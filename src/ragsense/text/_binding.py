@@ -44,7 +44,7 @@ it (the rest of the answer is the same text in both).
 >>> answer = "Ana Ruiz founded the firm in 2004; Ben Cole joined in 1998."
 >>> context = "Ben Cole founded the firm in 1998. Ana Ruiz joined it in 2004."
 >>> [(v.kind, v.original, v.replacement) for v in binding_variants(answer, [context])][:3]
-[('swap', 'Ana Ruiz', 'Ben Cole'), ('swap', '2004', '1998'), ('negation', 'founded', 'not founded')]
+[('swap', 'Ana Ruiz', 'Ben Cole'), ('swap', '2004', '1998'), ('substitute', 'Ana Ruiz', 'Ben Cole')]
 """
 
 from __future__ import annotations
@@ -61,34 +61,105 @@ from ragsense.text._words import Word, normalize_word, split_words
 DEFAULT_MAX_VARIANTS = 8
 """Variants scored per answer at most (the cost of the check grows with it)."""
 
-_CARDINALS = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen twenty"
-).split()
+_CARDINALS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+]
 _TENS = {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
 _BIG = {"hundred": 100, "thousand": 1000}
 _NUMBER_WORDS: dict[str, int] = {w: i for i, w in enumerate(_CARDINALS)} | _TENS | _BIG
 _WORD_OF_NUMBER = {v: k for k, v in _NUMBER_WORDS.items()}
-_ORDINAL_WORDS = (
-    "zeroth first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
-    "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth"
-).split()
+_ORDINAL_WORDS = [
+    "zeroth",
+    "first",
+    "second",
+    "third",
+    "fourth",
+    "fifth",
+    "sixth",
+    "seventh",
+    "eighth",
+    "ninth",
+    "tenth",
+    "eleventh",
+    "twelfth",
+    "thirteenth",
+    "fourteenth",
+    "fifteenth",
+    "sixteenth",
+    "seventeenth",
+    "eighteenth",
+    "nineteenth",
+    "twentieth",
+]
 _ORDINALS: dict[str, int] = {w: i for i, w in enumerate(_ORDINAL_WORDS) if i}
 _ORDINAL_DIGITS = re.compile(r"^(\d+)(st|nd|rd|th)$")
-_MONTHS = (
-    "january february march april may june july august september october november december".split()
-)
-_WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
+_MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _YEAR = re.compile(r"^(1\d{3}|20\d{2}|21\d{2})$")
 _DIGITS = re.compile(r"^\d[\d,]*(\.\d+)?$")
 # Lowercase words that may join two capitalised words inside one name ("Bank of England").
-_NAME_JOINERS = frozenset("of de van von der la le du da di del".split())
+_NAME_JOINERS = frozenset(["of", "de", "van", "von", "der", "la", "le", "du", "da", "di", "del"])
 # Sentence-initial capitals that are never names even when the other text capitalises them.
 _NEVER_NAMES = frozenset({"i"})
 _NEGATIONS = frozenset({"not", "never"})
 _AUXILIARIES = frozenset(
-    "is are was were am be been has have had can could will would shall should may might must "
-    "does do did".split()
+    [
+        "is",
+        "are",
+        "was",
+        "were",
+        "am",
+        "be",
+        "been",
+        "has",
+        "have",
+        "had",
+        "can",
+        "could",
+        "will",
+        "would",
+        "shall",
+        "should",
+        "may",
+        "might",
+        "must",
+        "does",
+        "do",
+        "did",
+    ]
 )
 _NT = {"can't": "can", "won't": "will", "shan't": "shall"}
 # Per-answer limits per variant kind (the rest of the budget goes to substitutions).
@@ -156,7 +227,7 @@ def _ordinal_value(norm: str) -> str | None:
 
 
 def _capitalised(word: str) -> bool:
-    return word[:1].isupper() and not word.isupper() or (word.isupper() and len(word) > 1)
+    return (word[:1].isupper() and not word.isupper()) or (word.isupper() and len(word) > 1)
 
 
 def _sentence_starts(text: str) -> set[int]:
@@ -246,7 +317,7 @@ def bindable_spans(text: str, other_texts: Sequence[str] = ()) -> list[BindableS
             spans.append(BindableSpan("name", text[first.start : last.end], first.start, last.end, value))
             i = j
             continue
-        kind, value = "", None
+        kind, value = "", ""
         if _YEAR.match(norm):
             kind, value = "year", norm
         elif (number := _number_value(norm)) is not None:
@@ -264,7 +335,7 @@ def bindable_spans(text: str, other_texts: Sequence[str] = ()) -> list[BindableS
                 unit = "" if is_closed_class(nxt) else nxt
             if kind == "number" and text[max(0, w.start - 1) : w.start] in "$€£¥" and w.start > 0:
                 unit = text[w.start - 1] + unit
-            spans.append(BindableSpan(kind, w.text, w.start, w.end, value or "", unit))
+            spans.append(BindableSpan(kind, w.text, w.start, w.end, value, unit))
         i += 1
     return spans
 
@@ -293,8 +364,10 @@ def _cased(replacement: str, original: str) -> str:
         return replacement[:1].upper() + replacement[1:]
     if original[:1].islower() and replacement[:1].isupper() and original[:1].isalpha():
         # A number or ordinal word mid-sentence stays lowercase; a name keeps its capital.
-        return replacement if replacement.split()[0].lower() not in _NUMBER_WORDS | _ORDINALS else (
-            replacement[:1].lower() + replacement[1:]
+        return (
+            replacement
+            if replacement.split()[0].lower() not in _NUMBER_WORDS | _ORDINALS
+            else (replacement[:1].lower() + replacement[1:])
         )
     return replacement
 
@@ -370,7 +443,9 @@ def _variant(
     )
 
 
-def _negation_change(answer: str, offset: int, words: Sequence[Word]) -> tuple[tuple[int, int, str], Word] | None:
+def _negation_change(
+    answer: str, offset: int, words: Sequence[Word]
+) -> tuple[tuple[int, int, str], Word] | None:
     """The change that flips one sentence's negation, and the answer word it is shown on."""
     for w in words:
         norm = normalize_word(w.text)
@@ -388,7 +463,9 @@ def _negation_change(answer: str, offset: int, words: Sequence[Word]) -> tuple[t
     return None
 
 
-def _negation_variants(answer: str, sentences: _Sentences, vocabulary: ContextVocabulary) -> list[BindingVariant]:
+def _negation_variants(
+    answer: str, sentences: _Sentences, vocabulary: ContextVocabulary
+) -> list[BindingVariant]:
     out: list[BindingVariant] = []
     for sentence in sentences.spans:
         words = split_words(sentence.text)
@@ -483,5 +560,9 @@ def binding_variants(
         for span, candidates in zip(spans, ranked, strict=True):
             if turn < len(candidates):
                 replacement = _cased(_surface(span, candidates[turn]), span.text)
-                add(_variant(answer, sentences, [(span.start, span.end, replacement)], "substitute", span.kind))
+                add(
+                    _variant(
+                        answer, sentences, [(span.start, span.end, replacement)], "substitute", span.kind
+                    )
+                )
     return variants

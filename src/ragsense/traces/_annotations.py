@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragsense.consens import weakest_words
+from ragsense.consens import binding_reasons, weakest_words
 from ragsense.data import dumps_json
 from ragsense.errors import InputError, ParameterError
 from ragsense.traces._spans import otlp_json_requests, otlp_spans
@@ -55,7 +55,8 @@ def explanation(record: Mapping[str, Any], n: int = WEAKEST) -> str:
         f"{w['word']} ({'stated' if w['stated'] else 'not stated'}, contrast {w['contrast']:+.2f})"
         for w in words
     ]
-    return "weakest words: " + ", ".join(parts)
+    # The binding check's findings first: a stated word bound where the context prefers another.
+    return "; ".join([*binding_reasons(record), "weakest words: " + ", ".join(parts)])
 
 
 def span_annotations(records: Iterable[Mapping[str, Any]]) -> list[Annotation]:

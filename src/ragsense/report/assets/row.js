@@ -150,6 +150,8 @@ function wordView(view) {
     const w = words[k];
     return cp.slice(w.s, w.e).join("") + " " + (w.c == null ? "?" : fmtSigned(w.c)) + (w.stated ? " (stated)" : "");
   });
+  // The binding check's findings: a stated word bound where the context prefers another.
+  for (const reason of view.br || []) notes.push("Misbound: " + reason[0] + ".");
   if (weakest.length) notes.push("Weakest words, unstated first: " + weakest.join(", ") + ".");
   if (!view.w) notes.push("No word scores in this run (ConSens was not run on this row).");
   if (view.wn) notes.push(fmtInt(view.wn) + " scored words are not embedded (beyond the embedded text).");

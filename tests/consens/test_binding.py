@@ -1,0 +1,190 @@
+"""The binding check inside ConSens: its findings, how they move the score and the verdict, and that an
+answer with nothing to rebind scores exactly as before (fake models; the bundled reader in
+test_binding_bundled.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections.abc import Sequence
+
+import pytest
+
+from ragsense import evaluate
+from ragsense.consens import (
+    DEFAULT_BINDING,
+    BindingCheck,
+    BindingFinding,
+    ConSens,
+    GroundingResult,
+    GroundingScorer,
+)
+from ragsense.models import ContinuationScore, ScoreRequest
+from ragsense.models._fake import FakeModel
+
+CONTEXT = ["Sick pay is paid from the fourth consecutive day of illness. The second office is in Lisbon."]
+QUESTION = "When is sick pay paid?"
+WRONG = "Sick pay is paid from the second consecutive day of illness."
+RIGHT = "Sick pay is paid from the fourth consecutive day of illness."
+
+
+class _Reader(FakeModel):
+    """The fake model, plus a reader's sense of binding: after a prompt that says "fourth
+    consecutive", the token " second" is 6 nats less likely and " fourth" 1 nat more likely."""
+
+    async def score(self, requests: Sequence[ScoreRequest]) -> list[ContinuationScore]:
+        out = await super().score(requests)
+        adjusted = []
+        for req, res in zip(requests, out, strict=True):
+            if "fourth consecutive" in req.prompt:
+                bonus = {" second": -6.0, " fourth": 1.0}
+                lps = tuple(
+                    lp + bonus.get(tok, 0.0) for tok, lp in zip(res.tokens, res.logprobs, strict=True)
+                )
+                res = ContinuationScore(
+                    res.tokens, res.offsets, lps, res.prompt_tokens, res.straddles_boundary
+                )
+            adjusted.append(res)
+        return adjusted
+
+
+def _score(model: FakeModel, answer: str, binding: BindingCheck | None = DEFAULT_BINDING) -> GroundingResult:
+    [res] = asyncio.run(GroundingScorer(model, binding=binding).score([(QUESTION, CONTEXT, answer)]))
+    assert isinstance(res, GroundingResult)
+    return res
+
+
+def test_a_rebinding_the_context_prefers_counts_against_the_answer() -> None:
+    reader = _Reader()
+    wrong, right = _score(reader, WRONG), _score(reader, RIGHT)
+    off = _score(reader, WRONG, binding=None)
+    assert off.verdict == "grounded" and off.consens == 1.0  # the blind spot, without the check
+    [finding] = wrong.binding or []
+    assert (finding.kind, finding.original, finding.replacement) == ("substitute", "second", "fourth")
+    # 7 nats from the reader's binding, less the fake model's own word noise (" second" vs " fourth").
+    assert 6.0 < finding.margin < 7.5 and 6.0 < finding.lift < 8.0
+    assert finding.reason() == f"the context prefers 'fourth' to 'second' here, by {finding.margin:.1f} nats"
+    assert wrong.verdict != "grounded" and wrong.consens < 0.83
+    assert right.binding == [] and right.verdict == "grounded"
+    # Only the scores that read stated flags move; the paper's perplexity scores stay as they were.
+    assert wrong.consens_by_aggregation["arithmetic"] == off.consens_by_aggregation["arithmetic"]
+    assert wrong.words == off.words
+
+
+def test_the_penalty_grows_with_the_margin() -> None:
+    class Stronger(_Reader):
+        async def score(self, requests: Sequence[ScoreRequest]) -> list[ContinuationScore]:
+            out = await super().score(requests)
+            return [
+                ContinuationScore(
+                    r.tokens,
+                    r.offsets,
+                    tuple(
+                        lp - (4.0 if t == " second" and "fourth consecutive" in q.prompt else 0.0)
+                        for t, lp in zip(r.tokens, r.logprobs, strict=True)
+                    ),
+                    r.prompt_tokens,
+                    r.straddles_boundary,
+                )
+                for q, r in zip(requests, out, strict=True)
+            ]
+
+    assert _score(Stronger(), WRONG).consens < _score(_Reader(), WRONG).consens
+
+
+def test_a_preference_without_the_context_is_not_a_misbinding() -> None:
+    class Everywhere(FakeModel):
+        """Prefers " fourth" to " second" whatever the prompt: no lift from the context."""
+
+        async def score(self, requests: Sequence[ScoreRequest]) -> list[ContinuationScore]:
+            out = await super().score(requests)
+            bonus = {" second": -6.0}
+            return [
+                ContinuationScore(
+                    r.tokens,
+                    r.offsets,
+                    tuple(lp + bonus.get(t, 0.0) for t, lp in zip(r.tokens, r.logprobs, strict=True)),
+                    r.prompt_tokens,
+                    r.straddles_boundary,
+                )
+                for r in out
+            ]
+
+    assert _score(Everywhere(), WRONG).binding == []
+    loose = _score(Everywhere(), WRONG, BindingCheck(min_lift=-math.inf))
+    [finding] = loose.binding or []
+    assert finding.margin > 5.0 and abs(finding.lift) < 1.0  # the fake model's own word noise only
+
+
+def test_no_check_and_no_variants_mean_the_same_scores() -> None:
+    """The property: an answer with no stated span that could be rebound scores exactly as before."""
+    rng = random.Random(46)
+    vocabulary = [
+        "pay",
+        "paid",
+        "sick",
+        "day",
+        "office",
+        "illness",
+        "leave",
+        "staff",
+        "rules",
+        "apply",
+        "during",
+        "every",
+        "long",
+        "week",
+    ]
+    model = FakeModel()
+    for _ in range(60):
+        answer = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(2, 14))) + "."
+        context = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(5, 40))) + "."
+        [on] = asyncio.run(GroundingScorer(model).score([("what applies?", [context], answer)]))
+        [off] = asyncio.run(
+            GroundingScorer(model, binding=None).score([("what applies?", [context], answer)])
+        )
+        assert isinstance(on, GroundingResult) and isinstance(off, GroundingResult)
+        assert on.binding == [] and on.binding_variants == 0 and off.binding is None
+        same = {k: v for k, v in on.to_dict().items() if not k.startswith("binding")}
+        assert same == {k: v for k, v in off.to_dict().items() if not k.startswith("binding")}
+
+
+def test_rows_without_findings_score_bit_for_bit_as_without_the_check() -> None:
+    # Variants are scored (names, years), none preferred: the score is the one without the check.
+    context = ["Ana Ruiz founded the firm in 2004. Ben Cole joined it in 1998."]
+    row = ("Who founded the firm?", context, "Ana Ruiz founded the firm in 2004.")
+    [on] = asyncio.run(GroundingScorer(FakeModel()).score([row]))
+    [off] = asyncio.run(GroundingScorer(FakeModel(), binding=None).score([row]))
+    assert isinstance(on, GroundingResult) and isinstance(off, GroundingResult)
+    assert on.binding_variants > 0 and on.binding == []
+    assert on.consens == off.consens and on.consens_by_aggregation == off.consens_by_aggregation
+
+
+def test_the_finding_travels_through_evaluate_and_back() -> None:
+    reader = _Reader()
+    run = evaluate(
+        [{"question": QUESTION, "contexts": CONTEXT, "answer": WRONG}], [ConSens(reader)], progress=False
+    )
+    [row] = run.rows
+    assert row["binding"][0]["replacement"] == "fourth" and row["binding_variants"] >= 1
+    back = GroundingResult.from_dict(row)
+    assert back.binding == [BindingFinding.from_dict(row["binding"][0])]
+    assert ConSens(reader).settings()["binding"]["max_variants"] == 8
+    assert ConSens(reader, binding=False).settings()["binding"] is None
+
+
+def test_refusals_are_not_checked() -> None:
+    [res] = asyncio.run(
+        GroundingScorer(_Reader()).score([(QUESTION, CONTEXT, "I cannot answer that from the context.")])
+    )
+    assert isinstance(res, GroundingResult) and res.binding is None and res.verdict == "refusal"
+
+
+def test_bad_settings_are_refused() -> None:
+    from ragsense.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="max_variants"):
+        BindingCheck(max_variants=-2)
+    with pytest.raises(ParameterError, match="binding"):
+        ConSens("fake", binding="yes")  # type: ignore[arg-type]
