@@ -370,6 +370,7 @@ def create_app(config: GuardConfig, *, bind: tuple[str, int] | None = None) -> F
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.batcher.start()
+        service.traces.start()
         yield
         service.draining = True
         await service.traces.drain()  # accepted traces are scored before the worker stops
