@@ -1,9 +1,11 @@
 """``POST /v1/traces`` against a hostile sender, round 2 (issue 47): one span must not break the
 receiver, waiting traces leave on the receiver's own clock, every kept byte is counted and a sink that
-cannot be written loses nothing but the records. Real guards on 127.0.0.1, bounded in time."""
+cannot be written loses nothing but the records; and a connection trickling its body can be closed to
+make room. Real guards on 127.0.0.1, bounded in time."""
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -12,10 +14,10 @@ import pytest
 
 pytest.importorskip("openinference.semconv.trace")
 
-from ragsense.guard import GuardConfig, Limits
+from ragsense.guard import ApiKeys, GuardConfig, Limits
 from ragsense.guard import _traces as receiver
 
-from ._helpers import httpx, metric_value, running, sink_records
+from ._helpers import ROW, httpx, metric_value, post, running, sink_records
 from .test_traces_hostile import JSON, attr, export, rag_trace
 
 NESTED = "[" * 5_000 + "]" * 5_000
@@ -117,3 +119,30 @@ def test_a_sink_that_cannot_be_written_loses_only_its_records() -> None:
         scored = metric_value(guard.url, 'ragsense_guard_traces_total{outcome="scored"}')
         lost = metric_value(guard.url, "ragsense_guard_trace_sink_errors_total")
     assert scored == 120 and lost == 120
+
+
+def test_connections_sending_their_body_are_evicted_for_new_ones() -> None:
+    """45 authenticated trickling bodies under ``--max-connections 40`` reset 41 of 44 normal requests:
+    a connection past its headers could not be closed to make room."""
+    keys = ApiKeys(["k" * 32])
+    config = GuardConfig(model="fake", api_keys=keys, max_connections=40, body_timeout_s=30)
+    with running(config) as guard:
+        port = int(guard.url.rsplit(":", 1)[1])
+        head = (
+            f"POST /v1/check HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {'k' * 32}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+        )
+        slow = []
+        try:
+            for _ in range(45):
+                sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+                sock.sendall(head.encode())
+                slow.append(sock)
+            time.sleep(0.3)  # every one is past its headers, waiting for its body
+            answered = [
+                post(guard.url, ROW, {"authorization": "Bearer " + "k" * 32}, timeout=5) for _ in range(10)
+            ]
+            assert [r.status_code for r in answered] == [200] * 10
+        finally:
+            for sock in slow:
+                sock.close()
