@@ -115,3 +115,28 @@ def test_junit_and_results_refuse_an_existing_file_or_a_link_before_the_run(
     assert _evaluate(rows, link) == 2 and not (tmp_path / "elsewhere.jsonl").exists()
     assert _evaluate(rows, link, "--overwrite") == 2 and not (tmp_path / "elsewhere.jsonl").exists()
     assert os.path.islink(link)
+
+
+def test_calibrate_escapes_its_input_path_and_row_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The input path (stdout) and, on the failure path, row ids (stderr) were printed raw."""
+    evil = "\x1b]0;PWNED\x07"
+    scores = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0]
+    labels = [1, 0, 1, 1, 1, 0, 1, 0, 0, 0]
+    base = {**ROW, "aggregation": "arithmetic", "verdict": "unsure"}
+    rows = [
+        {**base, "id": f"r{k}", "consens": s, "label": y}
+        for k, (s, y) in enumerate(zip(scores, labels, strict=True))
+    ]
+    rows.append({**base, "id": f"bad{evil}", "consens": 0.5, "label": "maybe?"})
+    src = tmp_path / f"rows{evil}.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "bands.json"
+    argv = ["calibrate", str(src), "-o", str(out), "--min-per-class", "5", "--aggregation", "arithmetic"]
+    assert main(argv) == 2  # no band at the default target: the failure path lists the row errors
+    stdout, stderr = capsys.readouterr()
+    assert "\x1b" not in stdout + stderr and "\\x1b]0;PWNED" in stderr
+    assert main([*argv, "--target-precision", "0.8"]) == 3  # bands written; a row error
+    stdout, stderr = capsys.readouterr()
+    assert "\x1b" not in stdout + stderr and "\\x1b]0;PWNED" in stdout
