@@ -18,11 +18,14 @@ only): the two applications import it, never each other.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import ipaddress
 import os
 import re
+import stat
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -76,6 +79,7 @@ class ApiKeys:
         """Keys from ``path`` (one a line, ``#`` comments, blank lines ignored) and the variable ``env``."""
         keys: list[str] = []
         if path is not None:
+            _warn_if_shared(Path(path))
             for line in Path(path).read_text(encoding="utf-8").splitlines():
                 line = line.split("#", 1)[0].strip()
                 if line:
@@ -97,6 +101,20 @@ class ApiKeys:
             if hmac.compare_digest(candidate, digest) and found is None:
                 found = key_id  # no early exit: every key is compared
         return found
+
+
+def _warn_if_shared(path: Path) -> None:
+    """Warn when other users of the machine may read a key file (as ssh does for a private key; a
+    warning, not a refusal: a container's single user or a mounted secret may be group-readable)."""
+    with contextlib.suppress(OSError):
+        mode = path.stat().st_mode
+        if mode & (stat.S_IRGRP | stat.S_IROTH):
+            warnings.warn(
+                f"API key file {str(path)!r} is readable by other users (mode {stat.S_IMODE(mode):o}); "
+                f"restrict it: chmod 600 {str(path)!r}",
+                UserWarning,
+                stacklevel=3,
+            )
 
 
 def presented_key(header: Callable[[str], str | None]) -> str | None:

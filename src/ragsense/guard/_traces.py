@@ -37,6 +37,7 @@ import contextlib
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,7 @@ class _Traces:
     spans: dict[str, str]  # trace id -> the scored (LLM) span id
     errors: list[RowError]
     skipped: list[SkippedTrace]
+    rejected_spans: int = 0  # the spans of the traces in errors (OTLP's partialSuccess counts spans)
 
 
 def _media(content_type: str | None) -> str:
@@ -186,7 +188,8 @@ def rows_of(spans: list[Span], limits: Limits, max_rows: int, over: str | None =
             continue
         rows.append(check)
         ids[row.id] = str(row.extra["span_id"])
-    return _Traces(rows, ids, errors, made.skipped)
+    members = Counter(s.trace_id for s in spans)
+    return _Traces(rows, ids, errors, made.skipped, sum(members[str(e.id)] for e in errors))
 
 
 class TraceReceiver:
@@ -383,7 +386,7 @@ class TraceReceiver:
         if traces.errors:
             first = traces.errors[0]
             partial = {
-                "rejectedSpans": len(traces.errors),
+                "rejectedSpans": traces.rejected_spans,
                 "errorMessage": f"{len(traces.errors)} traces not scored; first: trace {first.id}: "
                 f"{first.field}: {first.message}"[:500],
             }
