@@ -146,3 +146,24 @@ def test_connections_sending_their_body_are_evicted_for_new_ones() -> None:
         finally:
             for sock in slow:
                 sock.close()
+
+
+def test_a_waiting_trace_that_cannot_be_read_still_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defence behind the fix: should reading a waiting trace ever fail (a bug, not input), the trace
+    leaves as an error instead of failing every later export and the shutdown."""
+    real = receiver.rows_of
+
+    def broken(spans: list[Any], *args: Any) -> Any:
+        if any(s.trace_id == "b" * 32 for s in spans):
+            raise RuntimeError("a bug")
+        return real(spans, *args)
+
+    monkeypatch.setattr(receiver, "rows_of", broken)
+    with running(GuardConfig(model="fake", trace_wait_s=0.5)) as guard:
+        url = guard.url + "/v1/traces"
+        assert httpx.post(url, content=export([orphan("b" * 32)]), headers=JSON).status_code == 200
+        assert until(lambda: not guard.service.traces.pending, 5)
+        assert metric_value(guard.url, 'ragsense_guard_traces_total{outcome="error"}') == 1
+        assert httpx.post(url, content=export(rag_trace("a" * 32)), headers=JSON).status_code == 200
+        assert httpx.post(url, content=export([orphan("b" * 32)]), headers=JSON).status_code == 200
+    assert not guard.service.traces.pending  # the shutdown let it go too

@@ -3,6 +3,7 @@ their body, a per-request work cap, each with a flag. Real servers on 127.0.0.1,
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 
@@ -14,7 +15,6 @@ from ragsense.cli._main import build_parser  # noqa: E402
 from ragsense.cli._serve import limits_from_args  # noqa: E402
 from ragsense.models._fake import FakeModel  # noqa: E402
 from ragsense.serve import ServeLimits, start_in_thread  # noqa: E402
-
 
 
 def trickle(port: int) -> socket.socket:
@@ -47,8 +47,10 @@ def test_connections_sending_their_body_are_evicted_for_new_ones() -> None:
     """260 trickling bodies (past their headers, so never evicted) made 40 of 40 normal requests fail."""
     limits = ServeLimits(max_connections=20, body_timeout_s=30.0)
     server, url = start_in_thread(FakeModel(), log_requests=False, limits=limits)
-    slow = [trickle(server.server_address[1]) for _ in range(30)]
-    try:
+    with contextlib.ExitStack() as held:  # the server closes last, after the trickling sockets
+        held.callback(server.close)
+        for _ in range(30):
+            held.enter_context(trickle(server.server_address[1]))
         time.sleep(0.2)  # their headers are read: they are all sending bodies
         started = time.monotonic()
         for _ in range(10):
@@ -56,10 +58,6 @@ def test_connections_sending_their_body_are_evicted_for_new_ones() -> None:
             assert reply.status_code == 200
         assert time.monotonic() - started < 5
         assert server._open <= 21
-    finally:
-        for sock in slow:
-            sock.close()
-        server.close()
 
 
 def test_prompts_and_characters_a_request_asks_for_are_capped() -> None:

@@ -362,9 +362,14 @@ class TraceReceiver:
                 try:
                     self._accept(await self._take([], expire=True))
                 except Exception as exc:  # a bug: the expired traces still leave, as errors
-                    logger.error("guard: expiring waiting traces failed: %s", type(exc).__name__)
-                    self.service.metrics.traces.labels(outcome="error").inc(len(expired))
-                    self._release(expired)
+                    self._give_up(expired, "expiring waiting traces", exc)
+
+    def _give_up(self, trace_ids: list[str], doing: str, exc: Exception) -> None:
+        """Waiting traces that could not be read (a bug, never input): they leave all the same, counted
+        as errors, so that they cannot fail every later export or the shutdown."""
+        logger.error("guard: %s failed: %s", doing, type(exc).__name__)
+        self.service.metrics.traces.labels(outcome="error").inc(len(trace_ids))
+        self._release(trace_ids)
 
     def _accept(self, traces: _Traces) -> None:
         service = self.service
@@ -463,6 +468,9 @@ class TraceReceiver:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.expiry
         async with self.intake:
-            self._accept(await self._take([], flush=True))
+            try:
+                self._accept(await self._take([], flush=True))
+            except Exception as exc:  # a bug: shutdown still goes on, and the scored traces drain
+                self._give_up(list(self.pending), "reading the waiting traces at shutdown", exc)
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
