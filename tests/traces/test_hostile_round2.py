@@ -44,3 +44,18 @@ def test_documents_nested_thousands_deep_are_their_traces_error(
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert isinstance(records[0]["consens"], float)
     assert "nested too deeply" in records[1]["errors"][0]["message"]
+
+
+@pytest.mark.parametrize("lines", [1, 2])
+def test_a_number_of_thousands_of_digits_exits_2_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], lines: int
+) -> None:
+    """A 5,000-digit integer raised Python's ValueError for long int strings: exit 1, "a bug"."""
+    export = {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "ab", "spanId": "01"}]}]}]}
+    line = json.dumps(export).replace('"01"}', '"01", "startTimeUnixNano": ' + "9" * 5_000 + "}")
+    path = tmp_path / "t.jsonl"
+    path.write_text((json.dumps(export) + "\n") * (lines - 1) + line + "\n")
+    code = main(["evaluate", str(path), "--from", "otlp", "--model", "fake", "-o", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and str(path) in err and "number too long" in err
+    assert (f"line {lines}" in err) == (lines == 2)

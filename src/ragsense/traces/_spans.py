@@ -201,9 +201,13 @@ def otlp_json_requests(text: str, name: str = "the JSON") -> Iterator[Any]:
                     raise InputError(f"{name}: line {number} is not JSON: {exc.msg}") from None
                 except RecursionError:
                     raise InputError(f"{name}: line {number} is nested too deeply") from None
+                except ValueError:  # an integer of more than 4,300 digits
+                    raise InputError(f"{name}: line {number} holds a JSON number too long to read") from None
         return
     except RecursionError:
         raise InputError(f"{name} is nested too deeply") from None
+    except ValueError:  # valid JSON that Python will not read: an integer of more than 4,300 digits
+        raise InputError(f"{name} holds a JSON number too long to read") from None
     yield from (whole if isinstance(whole, list) else [whole])
 
 
