@@ -8,6 +8,8 @@ only): the two applications import it, never each other.
   presented key is compared with every stored digest by :func:`hmac.compare_digest` without stopping
   at the first match, so the time taken does not tell how close a guess was.
 * **The bind rule**: without keys, a service refuses a non-loopback address unless told ``insecure``.
+* **Credentials in URLs** (``http://user:password@host/v1``): :func:`without_credentials` takes them
+  out of anything stored or shown (the run store, ``runs show``, reports, error messages).
 * **Host and Origin** (as Jupyter does): a browser on any web page can send a ``no-cors`` POST to
   127.0.0.1, and a DNS-rebinding page can even read the answer. Both are told apart by their headers:
   on a loopback bind the ``Host`` must name a loopback host with the bound port, and a request that
@@ -16,14 +18,36 @@ only): the two applications import it, never each other.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import ipaddress
 import os
+import re
+import stat
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 from ragsense.errors import ParameterError
+
+# A URL's scheme and its user information: everything after "//" up to the last "@" before the path
+# (greedy: an unescaped "@" inside a password still belongs to it).
+# Quotes and angle brackets end it too, so that JSON and HTML around a URL are left whole.
+_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*://)[^/\s?#\"'<>]*@")
+
+
+def without_credentials(text: str) -> str:
+    """``text`` with the ``user:password@`` of every URL in it removed: a URL's credentials must not
+    reach a run store, a terminal, a log or a report (the URL itself, to reach the server, keeps them).
+
+    >>> without_credentials("ragsense evaluate --base-url http://me:p@ss@host:8000/v1 rows.jsonl")
+    'ragsense evaluate --base-url http://host:8000/v1 rows.jsonl'
+    >>> without_credentials("see http://host/v1?a=b@c and mail@example.org")
+    'see http://host/v1?a=b@c and mail@example.org'
+    """
+    return _USERINFO.sub(r"\1", text)
+
 
 _MIN_KEY_CHARS = 16
 # The names a loopback-bound service answers to; anything else in Host is a rebinding attempt.
@@ -55,6 +79,7 @@ class ApiKeys:
         """Keys from ``path`` (one a line, ``#`` comments, blank lines ignored) and the variable ``env``."""
         keys: list[str] = []
         if path is not None:
+            _warn_if_shared(Path(path))
             for line in Path(path).read_text(encoding="utf-8").splitlines():
                 line = line.split("#", 1)[0].strip()
                 if line:
@@ -76,6 +101,20 @@ class ApiKeys:
             if hmac.compare_digest(candidate, digest) and found is None:
                 found = key_id  # no early exit: every key is compared
         return found
+
+
+def _warn_if_shared(path: Path) -> None:
+    """Warn when other users of the machine may read a key file (as ssh does for a private key; a
+    warning, not a refusal: a container's single user or a mounted secret may be group-readable)."""
+    with contextlib.suppress(OSError):
+        mode = path.stat().st_mode
+        if mode & (stat.S_IRGRP | stat.S_IROTH):
+            warnings.warn(
+                f"API key file {str(path)!r} is readable by other users (mode {stat.S_IMODE(mode):o}); "
+                f"restrict it: chmod 600 {str(path)!r}",
+                UserWarning,
+                stacklevel=3,
+            )
 
 
 def presented_key(header: Callable[[str], str | None]) -> str | None:

@@ -112,7 +112,7 @@ def test_json_export_with_a_malformed_trace_answers_partial_success(tmp_path: Pa
         reply = httpx.post(guard.url + "/v1/traces", json=body)
         assert reply.status_code == 200, reply.text
         partial = reply.json()["partialSuccess"]
-        assert partial["rejectedSpans"] == 1 and "documents are a string" in partial["errorMessage"]
+        assert partial["rejectedSpans"] == 2 and "documents are a string" in partial["errorMessage"]
     [record] = sink_records(sink, 1)
     assert record["trace_id"] == "a" * 32 and record["error"]["field"] == "retrieval.documents"
 

@@ -131,7 +131,7 @@ def test_an_export_queues_at_most_max_export_rows_and_v1_check_stays_answered(
         traces = guard.service.traces
         first = httpx.post(guard.url + "/v1/traces", content=body, headers=JSON, timeout=30)
         partial = first.json()["partialSuccess"]
-        assert partial["rejectedSpans"] == 22 and "more than 8 RAG traces" in partial["errorMessage"]
+        assert partial["rejectedSpans"] == 44 and "more than 8 RAG traces" in partial["errorMessage"]
         assert 0 < traces.backlog <= 8
         statuses = [first.status_code]
         for _ in range(2):
@@ -156,7 +156,7 @@ def test_a_malformed_span_is_its_traces_error_and_the_good_traces_are_scored(tmp
             guard.url + "/v1/traces", content=export([*rag_trace("a" * 32), *bad, *digits]), headers=JSON
         )
         assert reply.status_code == 200, reply.text
-        assert reply.json()["partialSuccess"]["rejectedSpans"] == 2
+        assert reply.json()["partialSuccess"]["rejectedSpans"] == 4  # spans, not traces (issue 47)
         records = {r["trace_id"]: r for r in sink_records(sink, 3)}
     assert isinstance(records["a" * 32]["consens"], float)
     assert records["b" * 32]["error"]["field"] == "output.value"

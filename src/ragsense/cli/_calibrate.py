@@ -372,19 +372,22 @@ def run_calibrate(args: argparse.Namespace) -> int:
     }
     bands = dataclasses.replace(bands, fit=fit)
     chosen = "" if args.folds is not None else ", chosen from the data"
-    print(
+    # The input's name and its rows' ids and labels are the user's text: escaped (echo), so that a
+    # file name or id holding an escape sequence cannot drive the terminal.
+    echo(
         f"ConSens {aggregation} bands from {len(scores)} of {len(records)} rows of {args.input} "
         f"({fit['label_1']} grounded, {fit['label_0']} not; left out: {left_out_text(left_out)}; "
         f"row errors: {len(errors)}), target precision {args.target_precision}, "
-        f"{fit['folds']} folds{chosen}"
+        f"{fit['folds']} folds{chosen}",
+        file=sys.stdout,
     )
-    print(fit_table(bands))
+    echo(fit_table(bands), file=sys.stdout, keep_newlines=True)
     lines = [f"row error: {e}" for e in errors[:ERRORS_SHOWN]]
     if len(errors) > ERRORS_SHOWN:
         lines.append(f"... and {len(errors) - ERRORS_SHOWN} more row errors")
     if not (fit["grounded"]["calls"] or fit["ungrounded"]["calls"]):
         lines.append(f"ragsense calibrate: {_nothing_called(bands)}")
-        print("\n".join(lines), file=sys.stderr)
+        echo(*lines)
         return EXIT_USAGE
     lines = _notes(bands) + lines
     bands.save(output, overwrite=True)  # --overwrite was checked before any row was scored

@@ -64,6 +64,13 @@ def add_parser(sub: Any) -> None:
         "(default: 256, or 16 x --queue-rows when smaller)",
     )
     net.add_argument(
+        "--trace-wait",
+        type=positive_float,
+        default=30.0,
+        help="seconds spans wait for their trace's root span on POST /v1/traces (then the trace is "
+        "read as it is)",
+    )
+    net.add_argument(
         "--header-timeout",
         type=positive_float,
         default=10.0,
@@ -179,6 +186,7 @@ def build_config(args: argparse.Namespace) -> Any:
         docs=args.docs,
         trace_sink=args.trace_sink,
         max_export_rows=args.max_export_rows,
+        trace_wait_s=args.trace_wait,
         header_timeout_s=args.header_timeout,
         max_connections=args.max_connections,
     )

@@ -24,6 +24,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument(
         "-o", "--output", help="the HTML file (default: ragsense-report-<id>.html in the working directory)"
     )
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing report file")
     parser.add_argument(
         "--store", help="run store file (default: $RAGSENSE_STORE or runs.sqlite in the user data directory)"
     )
@@ -36,7 +37,7 @@ def run_report(args: argparse.Namespace) -> int:
     from ragsense.tables import echo
 
     store = RunStore(args.store) if args.store else RunStore()
-    path = write_report(store, args.ref, args.ref_b, output=args.output)
+    path = write_report(store, args.ref, args.ref_b, output=args.output, overwrite=args.overwrite)
     size = path.stat().st_size
     echo(f"wrote {path} ({size / 1e6:.2f} MB)")
     return 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ragsense.cli._common import add_model_options
@@ -30,7 +31,9 @@ from ragsense.evaluation import (
     DEFAULT_CHUNK_SIZE,
     EngineSpec,
     Evaluation,
+    FinalFile,
     Metric,
+    check_free,
     evaluate,
 )
 from ragsense.runs import (
@@ -258,6 +261,9 @@ def run_command(
     path = source_of(args, command)
     source = path if source is None else source
     gates = gates_of(args, metrics)
+    if getattr(args, "junit", None):  # an existing JUnit file is refused before the run, not after it
+        junit = FinalFile(Path(args.junit), "JUnit file")
+        check_free(junit, resume=args.resume, overwrite=args.overwrite)
     output = args.output if args.output else ("-" if stdout_default else None)
     store = store_of(args)
     evaluation = evaluate(
@@ -305,6 +311,7 @@ def run_command(
                 verdict_fields=verdicts,
                 run_id=evaluation.run_id,
                 gate_refusals=gate_refusals,
+                overwrite=True,  # checked before the run (check_free)
             )
             lines.append(f"JUnit XML written to {path}")
     # Error messages and file names in the summary can carry a user's text: no raw escape sequences.

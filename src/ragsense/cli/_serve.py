@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ragsense.cli._common import add_model_options, model_spec_from_args
-from ragsense.cli._numbers import port
+from ragsense.cli._numbers import port, positive_float, positive_int
 
 DEFAULT_KEY_ENV = "RAGSENSE_SERVE_API_KEYS"
 
@@ -24,7 +24,36 @@ def add_parser(sub: Any) -> None:
         help=f"environment variable holding comma-separated API keys (default: {DEFAULT_KEY_ENV})",
     )
     net.add_argument("--insecure", action="store_true", help="allow a non-loopback address without API keys")
+    limits = parser.add_argument_group("limits (then 408 for a deadline, 413 for a size)")
+    for flag, name, kind, default, text in _LIMIT_FLAGS:
+        limits.add_argument(
+            flag, dest=name, type=kind, default=default, help=f"{text} (default: {default:,})"
+        )
     parser.set_defaults(run=run)
+
+
+# flag, ServeLimits field, type, default (ServeLimits' own), help
+_LIMIT_FLAGS: tuple[tuple[str, str, Any, float, str], ...] = (
+    ("--header-timeout", "header_timeout_s", positive_float, 10.0, "seconds to send a request's headers"),
+    ("--body-timeout", "body_timeout_s", positive_float, 10.0, "seconds to send a request's body"),
+    ("--max-connections", "max_connections", positive_int, 256, "connections served at once"),
+    ("--max-body-bytes", "max_body_bytes", positive_int, 8 * 1024 * 1024, "bytes of a request's body"),
+    ("--max-prompts", "max_prompts", positive_int, 64, "prompts one request may hold"),
+    (
+        "--max-prompt-chars",
+        "max_chars",
+        positive_int,
+        1_000_000,
+        "characters of prompts or messages a request",
+    ),
+)
+
+
+def limits_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~ragsense.serve.ServeLimits` the flags describe."""
+    from ragsense.serve import ServeLimits
+
+    return ServeLimits(**{name: getattr(args, name) for _, name, _, _, _ in _LIMIT_FLAGS})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,5 +64,6 @@ def run(args: argparse.Namespace) -> int:
     # fake model has no device), which a hand-made option dict here once got wrong.
     name, options = model_spec_from_args(args)
     keys = ApiKeys.load(args.api_key_file, env=args.api_key_env)
-    run_server(name, args.host, args.port, api_keys=keys, insecure=args.insecure, **options)
+    limits = limits_from_args(args)
+    run_server(name, args.host, args.port, api_keys=keys, insecure=args.insecure, limits=limits, **options)
     return 0

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ragsense.contract import REFUSAL
-from ragsense.errors import OutputExistsError, ParameterError
+from ragsense.data import write_output
+from ragsense.errors import ParameterError
 
 VERDICTS = ("grounded", "unsure", "ungrounded", REFUSAL)
 """Every verdict the grounding score gives."""
@@ -146,9 +147,8 @@ class Bands:
         An existing file is refused (:class:`~ragsense.errors.OutputExistsError`) unless
         ``overwrite=True``: the rule of ``Evaluation.save`` and ``ragsense calibrate -o``.
         """
-        if not overwrite and Path(path).exists():
-            raise OutputExistsError(f"bands file {str(path)!r} already exists", can_resume=False)
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        text = json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
+        write_output(path, text, overwrite=overwrite, what="bands file")
 
     @classmethod
     def load(cls, path: str | Path) -> Bands:

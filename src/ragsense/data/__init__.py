@@ -24,18 +24,8 @@ from ragsense.data._datasets import (
     load_squad_v2,
     load_wikieval,
 )
-from ragsense.data._io import (
-    SUFFIXES,
-    JsonlWriter,
-    RowError,
-    RowOrError,
-    dumps_json,
-    parse_rows,
-    read_files,
-    read_rows,
-    write_csv,
-    write_jsonl,
-)
+from ragsense.data._files import open_output, write_output
+from ragsense.data._io import SUFFIXES, RowError, RowOrError, parse_rows, read_files, read_rows
 from ragsense.data._labels import LABEL_FIELDS, LABEL_VALUES, label_field, label_verdict, shown_label
 from ragsense.data._schema import ALIASES, RagRow, parse_row
 from ragsense.data._tabular import (
@@ -46,6 +36,7 @@ from ragsense.data._tabular import (
     require_module,
     write_parquet,
 )
+from ragsense.data._writers import JsonlWriter, dumps_json, write_csv, write_jsonl
 
 
 def sample_rows_path() -> Path:
@@ -86,6 +77,7 @@ __all__ = [
     "load_pubmedqa",
     "load_squad_v2",
     "load_wikieval",
+    "open_output",
     "parquet_rows",
     "parse_row",
     "parse_rows",
@@ -98,5 +90,6 @@ __all__ = [
     "shown_label",
     "write_csv",
     "write_jsonl",
+    "write_output",
     "write_parquet",
 ]

@@ -1,25 +1,28 @@
-"""Reading rows from JSONL / JSON / CSV files and writing result rows to JSONL / CSV.
+"""Reading rows from JSONL / JSON / CSV / Parquet files (writing them: :mod:`ragsense.data._writers`).
 
 Reading never stops at a bad row: each data row yields either a :class:`RagRow` or a :class:`RowError`,
-so a run can score the good rows and report the bad ones. Writing never lets a NaN or an infinity
+so a run can score the good rows and report the bad ones. Whatever a row holds (bytes that are not
+UTF-8, nesting past any reader's depth, a number of thousands of digits, NaN) it is that row's error
+naming its line or field; a file that cannot be split into rows at all (a CSV or ``.json`` file
+with such bytes, nesting or numbers) is an :class:`~ragsense.errors.InputError` naming the file and
+the place. Writing never lets a NaN or an infinity
 through silently: a result that has no value must be written as ``None`` (JSON ``null``).
 """
 
 from __future__ import annotations
 
 import csv
-import io
 import json
-import math
 import os
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, TypeAlias
+from typing import Any, TypeAlias
 
 from ragsense.data._schema import RagRow, check_unique_id, given_id, parse_row
-from ragsense.data._tabular import json_value, parquet_rows
+from ragsense.data._tabular import json_value, parquet_rows, plain_value
+from ragsense.data._writers import nonfinite_path, unguard_csv_text
 from ragsense.errors import InputError
 
 SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
@@ -84,7 +87,10 @@ def read_rows(path: str | os.PathLike[str], *, require_answer: bool = True) -> I
     ['RagRow', 'RowError']
     """
     if str(path) == "-":
-        return _rows(_jsonl_records(sys.stdin), require_answer)
+        # The bytes when there are any (a replaced sys.stdin, as in tests, may be text only).
+        binary = getattr(sys.stdin, "buffer", None)
+        lines = _utf8_lines(binary) if binary is not None else ((line, None) for line in sys.stdin)
+        return _rows(_jsonl_records(lines), require_answer)
     file = Path(path)
     suffix = file.suffix.lower()
     if suffix not in SUFFIXES:
@@ -154,12 +160,21 @@ def _rows(records: Iterable[_Record], require_answer: bool) -> Iterator[RowOrErr
             yield RowError(index, None, None, problem, raw, line)
             continue
         try:
+            # NaN (JSON as Python reads it allows NaN, Infinity and 1e999) would reach the output and
+            # fail there, after scoring: the row's error now, naming the field.
+            nonfinite = nonfinite_path(raw) if isinstance(raw, Mapping) else None
+            if nonfinite is not None:
+                message = "NaN or an infinite number: JSON has no such value (write null for none)"
+                raise InputError(message, row=index, field=nonfinite)
             row = parse_row(raw, index, require_answer=require_answer)
             check_unique_id(row, index, seen)
         except InputError as exc:
-            # The row's fields are carried into its output row: make them JSON values (see json_value).
-            fields = json_value(dict(raw)) if isinstance(raw, Mapping) else None
+            # The row's fields are carried into its output row: make them JSON values (see json_value),
+            # a NaN among them null.
+            fields = json_value(plain_value(dict(raw))) if isinstance(raw, Mapping) else None
             yield RowError(index, _safe_id(raw, index), exc.field, exc.reason, fields, line)
+        except RecursionError:  # a field nested deeper than the readers of its value go
+            yield RowError(index, None, None, "a field is nested too deeply to read", None, line)
         else:
             yield row
 
@@ -174,15 +189,32 @@ def _safe_id(raw: Any, index: int) -> str | None:
 
 
 def _jsonl_file_records(file: Path) -> Iterator[_Record]:
-    # utf-8-sig: files saved by Windows tools often start with a byte-order mark.
-    with file.open(encoding="utf-8-sig") as handle:
-        yield from _jsonl_records(handle)
+    with file.open("rb") as handle:
+        yield from _jsonl_records(_utf8_lines(handle))
 
 
-def _jsonl_records(lines: Iterable[str]) -> Iterator[_Record]:
+def _utf8_lines(handle: Iterable[bytes]) -> Iterator[tuple[str, str | None]]:
+    """Each line (split at "\n" only) decoded, or ``("", why)`` for one that is not UTF-8: one odd
+    byte spoils its line, not the file. A byte-order mark (Windows tools write one) is dropped."""
+    for number, data in enumerate(handle, start=1):
+        if number == 1:
+            data = data.removeprefix(b"\xef\xbb\xbf")
+        try:
+            yield data.decode("utf-8"), None
+        except UnicodeDecodeError as exc:
+            yield (
+                "",
+                f"line {number} is not UTF-8 text (byte 0x{data[exc.start]:02x} at column {exc.start + 1})",
+            )
+
+
+def _jsonl_records(lines: Iterable[tuple[str, str | None]]) -> Iterator[_Record]:
     # Lines are numbered from 1 with blank ones counted, as editors number them: the message must lead
     # the user to the line, and a 0-based data-row index does not.
-    for number, line in enumerate(lines, start=1):
+    for number, (line, problem) in enumerate(lines, start=1):
+        if problem is not None:
+            yield None, problem, number
+            continue
         if not line.strip():
             continue
         text = line.rstrip("\r\n")
@@ -191,7 +223,17 @@ def _jsonl_records(lines: Iterable[str]) -> Iterator[_Record]:
         except json.JSONDecodeError as exc:
             yield text, f"not valid JSON ({exc.msg} at line {number}, column {exc.colno})", number
             continue
+        except (RecursionError, ValueError) as exc:  # nesting, or an int of over 4,300 digits
+            yield None, f"line {number}: {_unreadable(exc)}", number
+            continue
         yield _as_object(value, number)
+
+
+def _unreadable(exc: BaseException) -> str:
+    """Why valid JSON could not be read: too deep for the parser, or a number Python will not read."""
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply to read"
+    return f"a JSON number too long to read ({str(exc).split(';')[0]})"
 
 
 def _as_object(value: Any, line: int | None = None) -> _Record:
@@ -214,6 +256,10 @@ def _json_records(file: Path) -> Iterator[_Record]:
             f"{str(file)!r} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
             "a .json input must be one list of row objects (use .jsonl for one object per line)"
         ) from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{str(file)!r} is not UTF-8 text (byte {exc.start} of the file)") from None
+    except (RecursionError, ValueError) as exc:
+        raise InputError(f"{str(file)!r}: {_unreadable(exc)}; use .jsonl for one row a line") from None
     if not isinstance(data, list):
         raise InputError(f"{str(file)!r} must hold a JSON list of row objects, got {type(data).__name__}")
     for value in data:
@@ -222,8 +268,17 @@ def _json_records(file: Path) -> Iterator[_Record]:
 
 def _csv_records(file: Path) -> Iterator[_Record]:
     overflow = "\0overflow"  # restkey for cells beyond the header; cannot clash with a column name
-    with file.open(encoding="utf-8-sig", newline="") as handle:
-        for record in csv.DictReader(handle, restkey=overflow):
+
+    def lines(handle: Iterable[bytes]) -> Iterator[str]:
+        # A record may span lines (a quoted line break), so a line that is not UTF-8 cannot be one
+        # row's error: the file is refused, naming the line.
+        for line, problem in _utf8_lines(handle):
+            if problem is not None:
+                raise InputError(f"{str(file)!r}: {problem}")
+            yield line
+
+    with file.open("rb") as handle:
+        for record in csv.DictReader(lines(handle), restkey=overflow):
             if overflow in record:
                 yield dict(record), "row has more cells than the header has columns", None
                 continue
@@ -238,225 +293,3 @@ def _csv_records(file: Path) -> Iterator[_Record]:
                 None,
                 None,
             )
-
-
-# --------------------------------------------------------------------------------------------- writing
-
-
-def _to_json_value(value: Any) -> Any:
-    # numpy scalars and arrays (what metrics usually return) have .tolist(); plain floats result.
-    tolist = getattr(value, "tolist", None)
-    if callable(tolist):
-        return tolist()
-    raise TypeError(f"value of type {type(value).__name__} is not JSON serializable")
-
-
-def _nonfinite_path(value: Any, path: str = "") -> str | None:
-    """Where the first NaN/infinity sits in a nested value, as a key path; None if nowhere."""
-    if isinstance(value, float):
-        return None if math.isfinite(value) else path or "(value)"
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            found = _nonfinite_path(item, f"{path}.{key}" if path else str(key))
-            if found is not None:
-                return found
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            found = _nonfinite_path(item, f"{path}[{i}]")
-            if found is not None:
-                return found
-    elif callable(getattr(value, "tolist", None)):
-        return _nonfinite_path(value.tolist(), path)
-    return None
-
-
-def dumps_json(value: Any) -> str:
-    """Serialize one value as compact JSON, refusing NaN and infinity.
-
-    >>> dumps_json({"score": 0.5, "note": None})
-    '{"score": 0.5, "note": null}'
-    >>> dumps_json({"score": float("nan")})  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: cannot write a NaN or infinite float at 'score': JSON has no such value; ...
-    """
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=_to_json_value)
-    except ValueError as exc:
-        where = _nonfinite_path(value)
-        if where is None:
-            raise
-        raise ValueError(
-            f"cannot write a NaN or infinite float at {where!r}: JSON has no such value; "
-            "write None (null) for a missing result"
-        ) from exc
-
-
-class JsonlWriter:
-    """Writes rows to a JSONL file, one batch at a time, each batch flushed and fsynced to disk.
-
-    Because each :meth:`write_batch` is on disk before it returns, a run that is interrupted keeps every
-    batch it finished. A batch is serialized completely before anything is written, so a row that
-    cannot be written (NaN, unserializable value) leaves the file unchanged. ``path="-"`` writes to stdout.
-
-    >>> import tempfile, pathlib
-    >>> p = pathlib.Path(tempfile.mkdtemp()) / "out.jsonl"
-    >>> with JsonlWriter(p) as w:
-    ...     w.write_batch([{"id": "a", "score": 1.0}, {"id": "b", "score": None}])
-    2
-    >>> p.read_text()
-    '{"id": "a", "score": 1.0}\\n{"id": "b", "score": null}\\n'
-    """
-
-    def __init__(self, path: str | os.PathLike[str], *, append: bool = False) -> None:
-        self._owned = str(path) != "-"
-        self._handle: IO[str]
-        if self._owned:
-            target = Path(path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = target.open("a" if append else "w", encoding="utf-8", newline="\n")
-        else:
-            self._handle = sys.stdout
-
-    def write_batch(self, rows: Iterable[Mapping[str, Any]]) -> int:
-        """Append rows and make them durable; returns how many were written."""
-        lines = [dumps_json(dict(row)) + "\n" for row in rows]
-        self._handle.write("".join(lines))
-        self._handle.flush()
-        if self._owned:
-            os.fsync(self._handle.fileno())
-        return len(lines)
-
-    def write(self, row: Mapping[str, Any]) -> None:
-        """Append one row (one fsync: prefer :meth:`write_batch` for many)."""
-        self.write_batch([row])
-
-    def close(self) -> None:
-        if self._owned and not self._handle.closed:
-            self._handle.close()
-
-    def __enter__(self) -> JsonlWriter:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-def write_jsonl(
-    path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]], *, batch_size: int = 1000
-) -> int:
-    """Write rows to a JSONL file (replacing it; ``-`` for stdout); returns the row count.
-
-    >>> import tempfile, pathlib
-    >>> p = pathlib.Path(tempfile.mkdtemp()) / "out.jsonl"
-    >>> write_jsonl(p, [{"id": "a"}, {"id": "b"}])
-    2
-    """
-    count = 0
-    batch: list[Mapping[str, Any]] = []
-    with JsonlWriter(path) as writer:
-        for row in rows:
-            batch.append(row)
-            if len(batch) >= batch_size:
-                count += writer.write_batch(batch)
-                batch = []
-        count += writer.write_batch(batch)
-    return count
-
-
-CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-"""What a spreadsheet reads as the start of a formula: a text cell starting so is written with a
-``'`` before it (OWASP's advice against CSV injection)."""
-
-
-def guard_csv_text(text: str) -> str:
-    """A text cell as written to CSV: ``'`` put before one a spreadsheet would run as a formula.
-
-    A cell that is already ``'`` followed by such a start gets one more ``'``, so
-    :func:`unguard_csv_text` gives back every original value exactly.
-
-    >>> guard_csv_text("=HYPERLINK(A1)"), guard_csv_text("'@SUM(A1)"), guard_csv_text("plain")
-    ("'=HYPERLINK(A1)", "''@SUM(A1)", 'plain')
-    """
-    return "'" + text if text.lstrip("'").startswith(CSV_FORMULA_STARTS) else text
-
-
-def unguard_csv_text(text: str) -> str:
-    """A CSV cell as read: :func:`guard_csv_text` undone (one ``'`` before a formula start removed).
-
-    >>> [unguard_csv_text(guard_csv_text(t)) for t in ["=1", "'=1", "''@x", "'a", "-", ""]]
-    ['=1', "'=1", "''@x", "'a", '-', '']
-    """
-    if text.startswith("'") and text[1:].lstrip("'").startswith(CSV_FORMULA_STARTS):
-        return text[1:]
-    return text
-
-
-def _csv_cell(value: Any, row: int, column: str) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        # Ids, questions and answers come from users and models: a cell such as =HYPERLINK(...) or
-        # @SUM(...) would run in the spreadsheet that opens the file. Numbers (-0.5) are not text and
-        # stay as they are.
-        return guard_csv_text(value)
-    try:
-        # Lists and dicts become JSON, which read_rows parses back for a `contexts` column.
-        return dumps_json(value)
-    except ValueError as exc:
-        raise ValueError(f"row {row}, column {column!r}: {exc}") from exc
-
-
-def _csv_lines(records: Iterable[Sequence[str]]) -> Iterator[str]:
-    r"""CSV records, each ending in ``\n``, every cell holding a CR or LF quoted.
-
-    The csv module quotes a cell that holds a character of its line terminator, and only those: with
-    ``\n`` alone a bare CR went out unquoted and a reader split the record there, the text after
-    it a new record whose first cell no formula guard had seen (issue 38). So each record is written
-    with ``\r\n`` (both quoted) and that ending, the record's last two characters, becomes ``\n``.
-
-    >>> list(_csv_lines([["a", "Ada.\r=cmd", "x\ny"]]))
-    ['a,"Ada.\r=cmd","x\ny"\n']
-    """
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\r\n")
-    for cells in records:
-        buffer.seek(0)
-        buffer.truncate()
-        writer.writerow(cells)
-        yield buffer.getvalue()[:-2] + "\n"
-
-
-def write_csv(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> int:
-    """Write rows to a CSV file; returns the row count.
-
-    Columns are the union of the rows' keys in first-seen order. ``None`` is an empty cell; numbers and
-    booleans are written as JSON (``0.5``, ``true``); lists and dicts as JSON text. NaN/infinity raise.
-    A text cell a spreadsheet would run as a formula (starting with ``=``, ``+``, ``-``, ``@``, a tab
-    or a carriage return) is written with a ``'`` before it (:func:`guard_csv_text`, OWASP's advice
-    against CSV injection), column names included; a cell holding a line break (CR or LF) is quoted,
-    so it stays one cell. :func:`read_rows` removes the guard again, so the values round-trip.
-
-    >>> import tempfile, pathlib
-    >>> p = pathlib.Path(tempfile.mkdtemp()) / "out.csv"
-    >>> write_csv(p, [{"id": "a", "contexts": ["x", "y"]}, {"id": "b", "score": 0.5}])
-    2
-    >>> print(p.read_text(), end="")
-    id,contexts,score
-    a,"[""x"", ""y""]",
-    b,,0.5
-    """
-    materialized = [dict(row) for row in rows]
-    columns: dict[str, None] = {}
-    for row in materialized:
-        columns.update(dict.fromkeys(row))
-    cells = [
-        [_csv_cell(row.get(column), index, column) for column in columns]
-        for index, row in enumerate(materialized)
-    ]
-    # Column names come from the input too: guarded like every other text cell.
-    header = [guard_csv_text(str(column)) for column in columns]
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("".join(_csv_lines([header, *cells])), encoding="utf-8", newline="")
-    return len(materialized)

@@ -121,7 +121,7 @@ def _parse_list_cell(text: str) -> Any:
     """A CSV cell holding a JSON list or a Python list repr; None when it is neither."""
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, nested past the parser's depth, a huge number
         pass
     try:
         # literal_eval only builds literals (no calls, no names), so a hostile cell cannot run code.

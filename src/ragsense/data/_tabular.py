@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ragsense.data._files import write_output
 from ragsense.errors import BackendUnavailableError, InputError
 
 
@@ -145,9 +146,7 @@ def write_parquet(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]
     for row in materialized:
         columns.update(dict.fromkeys(row))
     table = pa.table({name: arrow_column([row.get(name) for row in materialized]) for name in columns})
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(target.name + ".tmp")
-    pq.write_table(table, temporary)
-    os.replace(temporary, target)
+    buffer = pa.BufferOutputStream()
+    pq.write_table(table, buffer)
+    write_output(path, buffer.getvalue().to_pybytes(), overwrite=True)
     return len(materialized)

@@ -33,6 +33,7 @@ from ragsense.evaluation._inputs import Data, rows_from
 from ragsense.evaluation._outputs import (
     OUTPUT_SUFFIXES,
     FinalFile,
+    check_free,
     check_output,
     claim_output,
     save_rows,
@@ -87,6 +88,7 @@ __all__ = [
     "Summary",
     "aevaluate",
     "available_metrics",
+    "check_free",
     "check_output",
     "claim_output",
     "create_metric",

@@ -270,7 +270,7 @@ class FinalFile:
         return self.path
 
     def existing(self) -> tuple[str, bool] | None:
-        if not self.path.exists():
+        if not os.path.lexists(self.path):  # a dangling link is there too: never written through
             return None
         return f"{self.what} {str(self.path)!r} already exists", True
 
@@ -302,7 +302,7 @@ class OutputFile:
         return self.path
 
     def existing(self) -> tuple[str, bool] | None:
-        if self.path is None or not self.path.exists():
+        if self.path is None or not os.path.lexists(self.path):  # a dangling link counts
             return None
         # A finished CSV/Parquet output can only be replaced; with its working file beside it (an
         # interrupted run), it can also be continued. A JSONL output is its own working file.

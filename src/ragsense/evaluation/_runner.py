@@ -30,7 +30,7 @@ from typing import Any, Literal
 from tqdm import tqdm
 
 from ragsense.contract import INPUT, REDERIVE_HOOK, ErrorRecord, RowOutcome, RunItem, Step
-from ragsense.data import JsonlWriter, RowError, dumps_json
+from ragsense.data import JsonlWriter, RowError, dumps_json, write_output
 from ragsense.errors import OutputExistsError, ParameterError, RagsenseError, ResumeError
 
 logger = logging.getLogger(__name__)
@@ -447,11 +447,8 @@ def _cut_back(path: Path, previous: _Previous, *, keep_below: int) -> None:
         logger.info(
             "resume: recomputing from row %d; dropped %d partial row(s) of %s", keep_below, dropped, path
         )
-    # Write aside and swap in, so a crash during the rewrite leaves the old file whole.
-    temporary = path.with_name(path.name + ".tmp")
-    with JsonlWriter(temporary) as writer:
-        writer.write_batch(kept)
-    os.replace(temporary, path)
+    # Written aside and swapped in, so a crash during the rewrite leaves the old file whole.
+    write_output(path, "".join(dumps_json(dict(r)) + "\n" for r in kept), overwrite=True)
     # The records from `keep_below` on stay in memory: a later chunk that still matches its input is
     # appended from there instead of being computed again.
     previous.needs_rewrite = False

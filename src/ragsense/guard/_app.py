@@ -288,6 +288,15 @@ class GuardService:
                 raise GuardRequestError(
                     415, "unsupported_media_type", "send the body as application/json", field="body"
                 )
+            if (request.headers.get("content-encoding") or "identity").strip().lower() != "identity":
+                # Only /v1/traces inflates (OTLP exporters compress); a compressed check is refused as
+                # a media problem (415), not read as broken JSON (400).
+                raise GuardRequestError(
+                    415,
+                    "unsupported_encoding",
+                    "send /v1/check bodies as they are, without a Content-Encoding",
+                    field="content-encoding",
+                )
             raw = await self.read_body(request)
             request_id, payload = await asyncio.to_thread(
                 self.parse, raw, request.headers.get("x-request-id")
@@ -370,6 +379,7 @@ def create_app(config: GuardConfig, *, bind: tuple[str, int] | None = None) -> F
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.batcher.start()
+        service.traces.start()
         yield
         service.draining = True
         await service.traces.drain()  # accepted traces are scored before the worker stops
@@ -415,10 +425,16 @@ def create_app(config: GuardConfig, *, bind: tuple[str, int] | None = None) -> F
         return {"status": "ok"}
 
     @app.get("/ready")
-    async def ready() -> Response:
-        """Ready: the model is loaded and warmed, and the server is not shutting down (else 503)."""
+    async def ready(request: Request) -> Response:
+        """Ready: the model is loaded and warmed, and the server is not shutting down (else 503).
+
+        Answered without a key on purpose: load balancers and orchestrators probe it without one. The
+        model's name is told only to a caller with a valid key (or on a server without keys)."""
         if service.batcher.ready and not service.draining:
-            return json_response({"status": "ready", "model": service.model_name})
+            answer = {"status": "ready"}
+            if authorized(request) is None:
+                answer["model"] = str(service.model_name)
+            return json_response(answer)
         state = "failed" if service.batcher.setup_error else ("draining" if service.draining else "loading")
         return json_response({"status": state}, 503)
 

@@ -42,6 +42,8 @@ class GuardConfig:
     docs/guard.md). ``docs``: serve ``/docs``, ``/redoc`` and ``/openapi.json`` (off by default: the
     pages load their scripts from public CDNs; behind the API key when keys are configured).
     ``trace_sink``: a JSONL file each scored trace of ``POST /v1/traces`` is appended to (docs/traces.md).
+    ``trace_wait_s``: how long spans wait for their trace's root span; a trace waiting longer is read as
+    it is, on the receiver's own clock (whether or not exports arrive or are refused).
     ``max_export_rows``: RAG traces one OTLP export may have scored (the others are rejected in its
     answer); at most the trace backlog, :data:`BACKLOG_FACTOR` x ``max_queue_rows`` (None: 256, or
     the backlog when smaller; see :attr:`export_rows`).
@@ -80,6 +82,7 @@ class GuardConfig:
     pool: ModelPool | None = None
     trace_sink: str | None = None
     max_export_rows: int | None = None
+    trace_wait_s: float = 30.0
     header_timeout_s: float = 10.0
     keep_alive_s: int = 5
     max_connections: int | None = None
@@ -114,6 +117,7 @@ class GuardConfig:
             "timeout_s": self.timeout_s,
             "body_timeout_s": self.body_timeout_s,
             "header_timeout_s": self.header_timeout_s,
+            "trace_wait_s": self.trace_wait_s,
             "rate_per_key": 1.0 if self.rate_per_key is None else self.rate_per_key,
         }
         for name, seconds in above_zero.items():

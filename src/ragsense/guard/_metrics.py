@@ -81,6 +81,11 @@ class GuardMetrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.trace_sink_errors = Counter(
+            "ragsense_guard_trace_sink_errors",
+            "Trace records that could not be written to the trace sink (--trace-sink)",
+            registry=self.registry,
+        )
         self.trace_verdicts = Counter(
             "ragsense_guard_trace_verdicts",
             "Scored traces by ConSens verdict and pass/fail",

@@ -86,7 +86,9 @@ def _protocol(header_timeout: float, max_connections: int) -> type[H11Protocol]:
     uvicorn has neither: its keep-alive timeout ends when the first byte of the next request arrives,
     and ``limit_concurrency`` answers 503 to a request but closes no connection. So a client trickling
     header bytes held its connection, and a file descriptor, for as long as it liked (120 of them
-    under a 128-file limit and every client got EMFILE).
+    under a 128-file limit and every client got EMFILE). Past the cap, the oldest connection still
+    sending (its headers, or a body not all in: it has its own deadline, ``body_timeout_s``, but until
+    then 45 trickled bodies under a cap of 40 turned every new client away) is closed for a new one.
     """
 
     class GuardProtocol(H11Protocol):
@@ -98,10 +100,15 @@ def _protocol(header_timeout: float, max_connections: int) -> type[H11Protocol]:
             self._arm()
             if len(self.connections) > max_connections:
                 # Full: the oldest connection still sending its headers makes room (else this one).
-                waiting = [
-                    c for c in self.connections if isinstance(c, GuardProtocol) and c._deadline is not None
-                ]
+                waiting = [c for c in self.connections if isinstance(c, GuardProtocol) and c._sending()]
                 min(waiting, key=lambda c: c._since, default=self)._drop()
+
+        def _sending(self) -> bool:
+            """Whether the client is still sending: its headers, or a body not all in."""
+            if self._deadline is not None:
+                return True
+            cycle = self.cycle
+            return cycle is not None and not cycle.response_complete and bool(cycle.more_body)
 
         def handle_events(self) -> None:
             super().handle_events()

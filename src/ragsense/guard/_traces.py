@@ -11,8 +11,10 @@ would have the exporter retry it forever), late by ``hostile_delay_s`` as ``/v1/
 body no client sends by mistake; the rest is decoded, keeping only the attributes a row is made from.
 
 An exporter sends a trace's spans as they end, across requests, so spans wait until their trace's
-root span is in (it ends last), or :data:`TRACE_WAIT_S` after the first; the waiting spans are bounded
-in number (:data:`MAX_PENDING_SPANS`) and in characters (:data:`MAX_PENDING_CHARS`). Whole traces are
+root span is in (it ends last), or ``trace_wait_s`` (default 30 s) after the first: a task of the
+receiver's own expires them, whether or not exports arrive or are refused. The waiting spans are
+bounded in number (:data:`MAX_PENDING_SPANS`) and in characters (:data:`MAX_PENDING_CHARS`, counting
+every string a span keeps: ids, name, attributes). Whole traces are
 made rows exactly as ``ragsense evaluate --from otlp`` does (:func:`ragsense.traces.trace_rows`), each
 row checked against the request limits, at most ``max_export_rows`` an export (the others are
 rejected in the answer). Accepted but unscored rows are bounded (:data:`BACKLOG_FACTOR` x
@@ -22,16 +24,20 @@ accepted (an OTLP exporter waits only seconds); the rows are then scored through
 micro-batcher as ``/v1/check``, one job of at most ``max_rows`` at a time and only when no
 ``/v1/check`` rows wait, so that ``/v1/check`` never queues behind more than one trace job; each
 result is appended to the JSONL sink (``--trace-sink``) and
-counted on ``/metrics``. Malformed traces are answered in the OTLP ``partialSuccess`` and written to
-the sink as errors; traces that are not RAG traces are counted (``not_rag``) and written to the sink.
+counted on ``/metrics``. Malformed traces (whatever one of their spans holds, nesting included) are
+answered in the OTLP ``partialSuccess`` and written to the sink as errors; traces that are not RAG
+traces are counted (``not_rag``) and written to the sink. A sink write that fails is logged and
+counted (``ragsense_guard_trace_sink_errors``); scoring goes on and the backlog is released.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,8 +74,6 @@ from ragsense.traces import (
 logger = logging.getLogger("ragsense.guard")
 
 PROTOBUF = "application/x-protobuf"
-TRACE_WAIT_S = 30.0
-"""How long spans wait for their trace's root span before the trace is read as it is."""
 MAX_EXPORT_SPANS = 10_000
 """Spans one export may hold; over that, 413 (the OTel SDK sends 512 at most; set a Collector's
 ``send_batch_max_size`` at or below this)."""
@@ -90,6 +94,7 @@ class _Traces:
     spans: dict[str, str]  # trace id -> the scored (LLM) span id
     errors: list[RowError]
     skipped: list[SkippedTrace]
+    rejected_spans: int = 0  # the spans of the traces in errors (OTLP's partialSuccess counts spans)
 
 
 def _media(content_type: str | None) -> str:
@@ -142,8 +147,10 @@ def parse_spans(raw: bytes, media: str, max_chars: int) -> list[Span]:
 
 
 def span_chars(span: Span) -> int:
-    """About how much a waiting span holds: its attributes' characters, plus its ids and name."""
-    return 128 + len(span.name) + sum(len(k) + _chars(v) for k, v in span.attributes.items())
+    """About how much a waiting span holds: every string it keeps (ids, name, attribute keys and
+    values; a sender may make any of them long), plus a fixed overhead for the span itself."""
+    ids = len(span.trace_id) + len(span.span_id) + len(span.parent_id or "")
+    return 128 + ids + len(span.name) + sum(len(k) + _chars(v) for k, v in span.attributes.items())
 
 
 def _chars(value: Any) -> int:
@@ -156,9 +163,9 @@ def _chars(value: Any) -> int:
     return 8
 
 
-def rows_of(spans: list[Span], limits: Limits, max_rows: int) -> _Traces:
+def rows_of(spans: list[Span], limits: Limits, max_rows: int, over: str | None = None) -> _Traces:
     """Whole traces' spans as rows within the request limits (an over-limit trace is an error), at
-    most ``max_rows`` of them (the traces after those are errors too)."""
+    most ``max_rows`` of them (the traces after those are errors too, saying ``over``)."""
     made = trace_rows(spans)
     rows: list[CheckRow] = []
     ids: dict[str, str] = {}
@@ -167,7 +174,9 @@ def rows_of(spans: list[Span], limits: Limits, max_rows: int) -> _Traces:
         if isinstance(row, RowError):
             continue
         if len(rows) == max_rows:
-            message = f"the export holds more than {max_rows} RAG traces (max_export_rows); send fewer"
+            message = (
+                over or f"the export holds more than {max_rows} RAG traces (max_export_rows); send fewer"
+            )
             errors.append(RowError(len(rows), row.id, None, message, {"trace_id": row.id}))
             continue
         check = CheckRow(id=row.id, question=row.question, contexts=list(row.contexts), answer=row.answer)
@@ -179,7 +188,8 @@ def rows_of(spans: list[Span], limits: Limits, max_rows: int) -> _Traces:
             continue
         rows.append(check)
         ids[row.id] = str(row.extra["span_id"])
-    return _Traces(rows, ids, errors, made.skipped)
+    members = Counter(s.trace_id for s in spans)
+    return _Traces(rows, ids, errors, made.skipped, sum(members[str(e.id)] for e in errors))
 
 
 class TraceReceiver:
@@ -191,12 +201,13 @@ class TraceReceiver:
         self.service = service
         self.backlog = 0
         # Spans wait here until their trace's root span arrives (an exporter sends a trace's spans as
-        # they end, across requests; the root ends last), or TRACE_WAIT_S has passed since the first.
+        # they end, across requests; the root ends last), or trace_wait_s has passed since the first.
         self.pending: dict[str, list[Span]] = {}
         self.first_seen: dict[str, float] = {}
         self.pending_spans = 0
         self.pending_chars = 0
         self.tasks: set[asyncio.Task[None]] = set()
+        self.expiry: asyncio.Task[None] | None = None
         self.sink = Path(service.config.trace_sink) if service.config.trace_sink else None
         # One export is decoded and made rows at a time: its decoding thread is the only one competing
         # with the event loop, and the waiting spans change only between its checks and its commit.
@@ -207,11 +218,21 @@ class TraceReceiver:
         self.max_chars = max(limits.max_question_chars, limits.max_answer_chars, limits.max_document_chars)
 
     def _write(self, records: Sequence[dict[str, Any]]) -> None:
+        """Append to the sink; a failed write (a full disk, a removed directory) is logged and counted,
+        never raised: it must not stop the scoring of the rows after it nor keep them in the backlog."""
         if self.sink is None or not records:
             return
         text = "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in records)
-        with self.sink.open("a", encoding="utf-8") as out:
-            out.write(text)
+        try:
+            with self.sink.open("a", encoding="utf-8") as out:
+                out.write(text)
+        except OSError as exc:
+            self.service.metrics.trace_sink_errors.inc(len(records))
+            logger.error(
+                "guard: %d trace records not written to the trace sink: %s",
+                len(records),
+                exc.strerror or type(exc).__name__,
+            )
 
     async def receive(self, request: Request) -> Response:
         service = self.service
@@ -270,42 +291,85 @@ class TraceReceiver:
                 429, "queue_full", f"too many {what}; retry later", headers={"Retry-After": "5"}
             )
 
-    async def _take(self, spans: list[Span], *, flush: bool = False) -> _Traces:
-        """The rows of every trace the export makes whole (its root span is in), or that waited too
-        long (or all, ``flush``); the export's other spans wait. Nothing changes on a refusal (429)."""
+    async def _take(self, spans: list[Span], *, expire: bool = False, flush: bool = False) -> _Traces:
+        """The rows of every trace the export makes whole (its root span is in); the export's other
+        spans wait, and nothing changes on a refusal (429). ``expire``: also the traces that waited
+        over ``trace_wait_s``; ``flush``: every waiting trace (shutdown). These are never refused:
+        traces past the backlog's room become errors instead, so that waiting spans always leave."""
         now = time.monotonic()
+        wait_s = self.service.config.trace_wait_s
         arrived: dict[str, list[Span]] = {}
         for span in spans:
             arrived.setdefault(span.trace_id, []).append(span)
         sizes = {t: sum(span_chars(s) for s in members) for t, members in arrived.items()}
 
         def whole(trace_id: str) -> bool:
+            if flush or (expire and now - self.first_seen.get(trace_id, now) > wait_s):
+                return True
             members = [*self.pending.get(trace_id, ()), *arrived.get(trace_id, ())]
-            seen = self.first_seen.get(trace_id, now)
-            return flush or now - seen > TRACE_WAIT_S or any(s.parent_id is None for s in members)
+            return any(s.parent_id is None for s in members)
 
         done = [t for t in {**self.pending, **arrived} if whole(t)]
         waiting = [t for t in arrived if t not in done]
-        if not flush:
+        leaving = [s for t in done for s in self.pending.get(t, ())]
+        export = not (expire or flush)
+        if export:
             self._check_room(
-                spans=sum(len(arrived[t]) for t in waiting), chars=sum(sizes[t] for t in waiting)
+                spans=sum(len(arrived[t]) for t in waiting) - len(leaving),
+                chars=sum(sizes[t] for t in waiting) - sum(span_chars(s) for s in leaving),
             )
         complete = [s for t in done for s in (*self.pending.get(t, ()), *arrived.get(t, ()))]
         config = self.service.config
-        traces = await asyncio.to_thread(rows_of, complete, config.limits, config.export_rows)
-        if not flush:
+        if export:
+            traces = await asyncio.to_thread(rows_of, complete, config.limits, config.export_rows)
             self._check_room(rows=len(traces.rows))
-        for trace_id in done:  # commit: nothing awaited since the checks
-            members = self.pending.pop(trace_id, [])
-            self.first_seen.pop(trace_id, None)
-            self.pending_spans -= len(members)
-            self.pending_chars -= sum(span_chars(s) for s in members)
+        else:
+            room = max(0, BACKLOG_FACTOR * config.max_queue_rows - self.backlog)
+            over = "the trace's root span never came and the trace backlog was full; not scored"
+            traces = await asyncio.to_thread(rows_of, complete, config.limits, room, over)
+        self._release(done)  # commit: nothing awaited since the checks
         for trace_id in waiting:
             self.pending.setdefault(trace_id, []).extend(arrived[trace_id])
             self.first_seen.setdefault(trace_id, now)
             self.pending_spans += len(arrived[trace_id])
             self.pending_chars += sizes[trace_id]
         return traces
+
+    def _release(self, trace_ids: Sequence[str]) -> None:
+        """Forget these waiting traces and give back what they counted."""
+        for trace_id in trace_ids:
+            members = self.pending.pop(trace_id, [])
+            self.first_seen.pop(trace_id, None)
+            self.pending_spans -= len(members)
+            self.pending_chars -= sum(span_chars(s) for s in members)
+
+    def start(self) -> None:
+        """Start expiring waiting traces on the receiver's own clock (from the app's lifespan)."""
+        self.expiry = asyncio.get_running_loop().create_task(self._expire_loop())
+
+    async def _expire_loop(self) -> None:
+        """Every fraction of ``trace_wait_s``, read the traces that waited longer as they are. This
+        runs whatever exports do: a full receiver refuses exports (429) and would otherwise never
+        reach the step that lets its waiting spans go."""
+        wait_s = self.service.config.trace_wait_s
+        while True:
+            await asyncio.sleep(min(1.0, wait_s / 4))
+            now = time.monotonic()
+            expired = [t for t, seen in self.first_seen.items() if now - seen > wait_s]
+            if not expired:
+                continue
+            async with self.intake:
+                try:
+                    self._accept(await self._take([], expire=True))
+                except Exception as exc:  # a bug: the expired traces still leave, as errors
+                    self._give_up(expired, "expiring waiting traces", exc)
+
+    def _give_up(self, trace_ids: list[str], doing: str, exc: Exception) -> None:
+        """Waiting traces that could not be read (a bug, never input): they leave all the same, counted
+        as errors, so that they cannot fail every later export or the shutdown."""
+        logger.error("guard: %s failed: %s", doing, type(exc).__name__)
+        self.service.metrics.traces.labels(outcome="error").inc(len(trace_ids))
+        self._release(trace_ids)
 
     def _accept(self, traces: _Traces) -> None:
         service = self.service
@@ -327,7 +391,7 @@ class TraceReceiver:
         if traces.errors:
             first = traces.errors[0]
             partial = {
-                "rejectedSpans": len(traces.errors),
+                "rejectedSpans": traces.rejected_spans,
                 "errorMessage": f"{len(traces.errors)} traces not scored; first: trace {first.id}: "
                 f"{first.field}: {first.message}"[:500],
             }
@@ -346,6 +410,7 @@ class TraceReceiver:
         service = self.service
         threshold = service.guard.policy.threshold(None)
         size = service.config.limits.max_rows
+        scored = 0
         try:
             for start in range(0, len(traces.rows), size):
                 chunk = traces.rows[start : start + size]
@@ -353,13 +418,18 @@ class TraceReceiver:
                 async with self.scoring:
                     result = await self._submit(payload, chunk)
                 self.backlog -= len(chunk)
+                scored += len(chunk)
                 self._record(chunk, result, traces.spans)
         except NotAccepting:
             logger.warning("guard: trace rows dropped at shutdown")
         except Exception as exc:  # a bug: keep serving, say so
             logger.error("guard: scoring traces failed: %s", type(exc).__name__)
         finally:
-            self.backlog = max(0, self.backlog)
+            # Rows that will never be scored leave the backlog (else it fills and refuses for good).
+            lost = len(traces.rows) - scored
+            if lost:
+                service.metrics.traces.labels(outcome="error").inc(lost)
+            self.backlog = max(0, self.backlog - lost)
 
     async def _submit(self, payload: Any, chunk: list[CheckRow]) -> Any:
         batcher = self.service.batcher
@@ -393,7 +463,14 @@ class TraceReceiver:
     async def drain(self) -> None:
         """Score what waits for its root span, then wait for every accepted trace (shutdown: before
         the worker stops)."""
+        if self.expiry is not None:
+            self.expiry.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.expiry
         async with self.intake:
-            self._accept(await self._take([], flush=True))
+            try:
+                self._accept(await self._take([], flush=True))
+            except Exception as exc:  # a bug: shutdown still goes on, and the scored traces drain
+                self._give_up(list(self.pending), "reading the waiting traces at shutdown", exc)
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)

@@ -30,6 +30,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ragsense._access import without_credentials
 from ragsense.errors import BackendUnavailableError, CapabilityError, ModelCallError, ParameterError
 from ragsense.models._interface import (
     ChatMessage,
@@ -66,22 +67,27 @@ def _json_body(resp: Any, url: str) -> dict[str, Any]:
     try:
         body = resp.json()
     except ValueError:
-        raise ModelCallError(f"the server at {url} answered with invalid JSON: {resp.text[:200]!r}") from None
+        raise ModelCallError(f"{_at(url)} answered with invalid JSON: {resp.text[:200]!r}") from None
     if not isinstance(body, dict):
-        raise ModelCallError(f"the server at {url} answered with a JSON {type(body).__name__}, not an object")
+        raise ModelCallError(f"{_at(url)} answered with a JSON {type(body).__name__}, not an object")
     return body
+
+
+def _at(url: str) -> str:
+    """How messages name a server: its URL without the ``user:password@`` it may carry."""
+    return f"the server at {without_credentials(url)}"
 
 
 def _transport_failure(exc: BaseException, base_url: str, timeout: float, httpx: Any) -> str:
     if isinstance(exc, httpx.TimeoutException):
-        return f"the server at {base_url} did not answer within {timeout:g} s (timeout)"
+        return f"{_at(base_url)} did not answer within {timeout:g} s (timeout)"
     cause = str(exc) or type(exc).__name__
     link: BaseException | None = exc
     while link is not None:  # httpx hides the refusal a few causes down
         if isinstance(link, ConnectionRefusedError):
             cause = "connection refused"
         link = link.__cause__ or link.__context__
-    return f"cannot reach the server at {base_url}: {cause}"
+    return f"cannot reach {_at(base_url)}: {cause}"
 
 
 class OpenAIGenerationModel:
@@ -133,8 +139,8 @@ class OpenAIGenerationModel:
                 name=f"openai:{self.model_id}",
                 backend="openai",
                 context_window=window,
-                fingerprint=f"openai:{self.model_id}@{self.base_url}",
-                extra={"base_url": self.base_url, "context_window_source": source},
+                fingerprint=f"openai:{self.model_id}@{without_credentials(self.base_url)}",
+                extra={"base_url": without_credentials(self.base_url), "context_window_source": source},
             )
         return self._info
 
@@ -185,8 +191,8 @@ class OpenAIGenerationModel:
         if config.json_schema is not None:
             raise CapabilityError(
                 f"structured output (GenerationConfig.json_schema) needs chat: {self.model_id!r} on "
-                f"{self.base_url} sends plain prompts to /completions, which has no response_format; "
-                "use chat()"
+                f"{without_credentials(self.base_url)} sends plain prompts to /completions, which has no "
+                "response_format; use chat()"
             )
         return list(await asyncio.gather(*(self._generate_one(p, config) for p in prompts)))
 
@@ -261,7 +267,7 @@ class OpenAIGenerationModel:
                     continue
                 if resp.status_code < 400:
                     return _json_body(resp, url)
-                cause = f"the server at {url} answered HTTP {resp.status_code}: {_error_message(resp)}"
+                cause = f"{_at(url)} answered HTTP {resp.status_code}: {_error_message(resp)}"
                 if resp.status_code not in _RETRY_STATUS:
                     raise ModelCallError(cause)
         tries = f" (tried {self._max_retries + 1} times)" if self._max_retries else ""
@@ -278,9 +284,7 @@ class OpenAIGenerationModel:
         if resp.status_code in (404, 405, 501):
             raise _EndpointMissing(url)
         if resp.status_code >= 400:
-            raise ModelCallError(
-                f"the server at {url} answered HTTP {resp.status_code}: {_error_message(resp)}"
-            )
+            raise ModelCallError(f"{_at(url)} answered HTTP {resp.status_code}: {_error_message(resp)}")
         return _json_body(resp, url)
 
 
@@ -359,11 +363,11 @@ def served_model_ids(base_url: str, *, api_key: str | None = None, timeout: floa
     except httpx.RequestError as exc:
         raise ModelCallError(_transport_failure(exc, base_url, timeout, httpx)) from exc
     if resp.status_code >= 400:
-        raise ModelCallError(f"the server at {url} answered HTTP {resp.status_code}: {_error_message(resp)}")
+        raise ModelCallError(f"{_at(url)} answered HTTP {resp.status_code}: {_error_message(resp)}")
     cards = _json_body(resp, url).get("data", [])
     ids = [c["id"] for c in cards if isinstance(c, dict) and isinstance(c.get("id"), str)]
     if not ids:
-        raise ModelCallError(f"the server at {url} lists no models; name one with --model openai:NAME")
+        raise ModelCallError(f"{_at(url)} lists no models; name one with --model openai:NAME")
     return ids
 
 

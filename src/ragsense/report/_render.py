@@ -9,6 +9,7 @@ from typing import Any
 
 from ragsense._version import __version__
 from ragsense.consens import RAW_SCORE_MEANINGS
+from ragsense.data import write_output
 from ragsense.report._data import build_payload, row_keys
 from ragsense.report._fit import Report, fit_page
 from ragsense.report._summary import comparison_info, run_info, score_columns, verdict_columns
@@ -93,10 +94,12 @@ def write_report(
     *,
     output: str | os.PathLike[str] | None = None,
     limits: ReportLimits | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Write the report of run ``ref`` (compared with ``ref_b`` when given) from a run store, and
     return its path (default :func:`default_output`). Raises :class:`ragsense.runs.RunNotFoundError`
-    for a run the store does not have."""
+    for a run the store does not have, :class:`~ragsense.errors.OutputExistsError` for an existing
+    file unless ``overwrite`` (written whole, never through a link: :func:`ragsense.data.write_output`)."""
     if not isinstance(store, RunStore):
         store = RunStore(store)
     run = store.get(ref)
@@ -107,8 +110,4 @@ def write_report(
         other = (run_b, store.rows(run_b.id))
     path = Path(output) if output is not None else default_output(run.id, other[0].id if other else None)
     page = render_report(run, rows, other=other, limits=limits)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_output(path, page, overwrite=overwrite, what="report")

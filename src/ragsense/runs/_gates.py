@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ragsense.contract import is_refusal_row
+from ragsense.data import write_output
 from ragsense.errors import RagsenseError
 from ragsense.runs._compare import score_value as _number
 from ragsense.stats import format_share, mean_ci, share_ci
@@ -258,9 +259,11 @@ def write_junit(
     verdict_fields: Sequence[str] = (),
     run_id: str | None = None,
     gate_refusals: bool = False,
+    overwrite: bool = False,
 ) -> Path:
     """A JUnit XML file: a ``ragsense.gates`` suite with one test case per gate, and with ``rows`` a
-    ``ragsense.rows`` suite with one test case per row (failing as :func:`row_failures` says)."""
+    ``ragsense.rows`` suite with one test case per row (failing as :func:`row_failures` says). An
+    existing file is refused unless ``overwrite`` (:func:`ragsense.data.write_output`)."""
     root = ET.Element("testsuites", name="ragsense")
     suite = ET.SubElement(
         root,
@@ -298,7 +301,5 @@ def write_junit(
                 ET.SubElement(
                     case, "failure", message=_xml("; ".join(reasons)), type="RowFailed"
                 ).text = _xml("\n".join(reasons))
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    ET.ElementTree(root).write(target, encoding="utf-8", xml_declaration=True)
-    return target
+    data = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return write_output(path, data, overwrite=overwrite, what="JUnit file")

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ragsense._access import without_credentials
 from ragsense._version import __version__
 from ragsense.errors import RagsenseError
 from ragsense.runs._schema import SCHEMA_VERSION, StoreVersionError, create, stored_version, upgrade
@@ -280,10 +281,11 @@ class RunStore:
                     _now(),
                     RUNNING,
                     tag,
-                    command,
+                    # A URL's user:password (--base-url http://user:password@host/v1) is never stored.
+                    None if command is None else without_credentials(command),
                     __version__,
                     dataset,
-                    json.dumps(list(metrics), default=str),
+                    without_credentials(json.dumps(list(metrics), default=str)),
                     socket.gethostname(),
                     os.getpid(),
                 ),
@@ -303,12 +305,13 @@ class RunStore:
             finished=row[2],
             status=status,
             tag=row[4],
-            command=row[5],
+            # Read without credentials too: a store written before they were taken out keeps them.
+            command=None if row[5] is None else without_credentials(row[5]),
             version=row[6],
             dataset=row[7],
             input_hash=row[8],
             n_rows=int(row[9]),
-            metrics=json.loads(row[10]),
+            metrics=json.loads(without_credentials(row[10])),
             summary=None if row[11] is None else json.loads(row[11]),
             host=host,
             pid=pid,

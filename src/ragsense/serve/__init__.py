@@ -44,7 +44,11 @@ unknown paths or model names, 500 for model failures; the server itself keeps ru
 Access, as in ``ragsense guard`` (:mod:`ragsense._access`): with ``api_keys`` every endpoint but
 ``/health`` needs ``Authorization: Bearer KEY`` or ``X-API-Key`` (401); without keys a non-loopback
 host is refused unless ``insecure``; on a loopback bind a foreign ``Host`` or a cross-site ``Origin``
-is 403. Logged request paths have their control characters escaped. Requests are
+is 403. Logged request paths have their control characters escaped. Limits
+(:class:`ServeLimits`, each a flag of ``ragsense serve``): 10 s for a request's headers and 10 s for
+its body (408), 256 connections (past that the oldest still sending is closed), an 8 MB body (413),
+64 prompts and 1,000,000 characters of prompts or messages a request (413, ``param`` names the
+field). Requests are
 served one at a time (a lock around the model): torch already uses every core it is given.
 
 >>> from ragsense.models import load_model
@@ -55,6 +59,14 @@ True
 """
 
 from ragsense.serve._http import RagsenseHTTPServer, run_server, serve, start_in_thread
-from ragsense.serve._service import ModelService, RequestError
+from ragsense.serve._service import ModelService, RequestError, ServeLimits
 
-__all__ = ["ModelService", "RagsenseHTTPServer", "RequestError", "run_server", "serve", "start_in_thread"]
+__all__ = [
+    "ModelService",
+    "RagsenseHTTPServer",
+    "RequestError",
+    "ServeLimits",
+    "run_server",
+    "serve",
+    "start_in_thread",
+]

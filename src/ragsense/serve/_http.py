@@ -1,7 +1,10 @@
 """The HTTP transport of ``ragsense serve``: a stdlib threading server around :class:`ModelService`.
 
-Connections are bounded: a socket timeout on every read and write, a deadline for a request's headers
-(:attr:`RagsenseHTTPServer.header_timeout`) and a cap on connections served at once. Who may call it
+Connections are bounded (:class:`~ragsense.serve._service.ServeLimits`, the command's flags): a
+socket timeout on every read and write, a deadline for a request's headers
+(:attr:`RagsenseHTTPServer.header_timeout`) and one for its body
+(:attr:`RagsenseHTTPServer.body_timeout`, then 408), and a cap on connections served at once, past
+which the oldest connection still sending its headers or body is closed. Who may call it
 is decided here, before a body is read, by the rules ``ragsense guard`` uses too
 (:mod:`ragsense._access`): on a loopback bind the ``Host`` must name it and a cross-site ``Origin`` is
 refused (403); with API keys every endpoint but ``/health`` needs one (401); without keys a
@@ -23,10 +26,8 @@ from typing import Any
 
 from ragsense._access import ApiKeys, allowed_hosts, check_bind, host_refusal, presented_key
 from ragsense.models import LanguageModel, load_model
-from ragsense.serve._service import ModelService, error_body
+from ragsense.serve._service import ModelService, ServeLimits, error_body
 from ragsense.tables import echo
-
-_MAX_BODY = 32 * 1024 * 1024
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -89,14 +90,20 @@ class _Handler(BaseHTTPRequestHandler):
                 411,
                 error_body("send the body with a Content-Length", "invalid_request_error", 411),
             )
-        elif length < 0 or length > _MAX_BODY:
+        elif length < 0 or length > (most := self.server.service.limits.max_body_bytes):
             self.close_connection = True
             status, payload = (
                 413,
-                error_body(f"the body must be 0-{_MAX_BODY} bytes", "invalid_request_error", 413),
+                error_body(f"the body must be 0-{most} bytes", "invalid_request_error", 413),
+            )
+        elif (raw := self._read_body(length)) is None:
+            self.close_connection = True
+            seconds = self.server.body_timeout
+            status, payload = (
+                408,
+                error_body(f"the body did not arrive within {seconds:g} s", "invalid_request_error", 408),
             )
         else:
-            raw = self.rfile.read(length) if length else b""
             status, payload = self.server.service.handle(method, self.path, raw)
         try:
             data = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
@@ -108,13 +115,44 @@ class _Handler(BaseHTTPRequestHandler):
             # The path is the client's text: escaped (raw, an escape sequence would reach the
             # operator's terminal, a line break forge a log line).
             echo(f'{self.client_address[0]} "{method} {self.path}" {status} {ms:.0f} ms')
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        with contextlib.suppress(OSError):  # the client may be gone (a cut-off body): nothing to answer
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    def _read_body(self, length: int) -> bytes | None:
+        """The body's ``length`` bytes, or None when they did not all come within the server's body
+        deadline (or the connection was cut to make room): a socket timeout alone lets a client
+        trickle a byte every few seconds for ever. While it reads, the connection may be evicted like
+        one still sending its headers (a grace second after the deadline, so that 408 is answered)."""
+        if not length:
+            return b""
+        deadline = time.monotonic() + self.server.body_timeout
+        self.server.watch(self.connection, self.server.body_timeout + 1.0)
+        chunks: list[bytes] = []
+        got = 0
+        try:
+            while got < length:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.connection.settimeout(left)
+                chunk = self.rfile.read1(min(length - got, 1 << 16))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                got += len(chunk)
+        except OSError:  # the deadline (socket.timeout) or a cut connection
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                self.connection.settimeout(self.timeout)
+        kept = self.server.unwatch(self.connection)
+        return b"".join(chunks) if kept and got == length else None
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         pass  # _serve logs one line per request itself
@@ -133,12 +171,14 @@ class RagsenseHTTPServer(ThreadingHTTPServer):
 
     daemon_threads = True  # a client holding a keep-alive connection must not block shutdown
     request_queue_size = 64  # the listen backlog (socketserver's 5 drops connections under a burst)
-    header_timeout = 10.0
+    header_timeout: float
     """Seconds from a request's first byte (or the end of the last answer) to the end of its headers;
     then the connection is closed. It bounds an idle keep-alive connection too."""
-    max_connections = 256
+    body_timeout: float
+    """Seconds from the end of a request's headers to the end of its body; then 408 and close."""
+    max_connections: int
     """Connections served at once; past that a new one closes the oldest still sending its headers
-    (or is itself closed)."""
+    or body (or is itself closed)."""
 
     def __init__(
         self,
@@ -151,6 +191,10 @@ class RagsenseHTTPServer(ThreadingHTTPServer):
         super().__init__(address, _Handler)
         self.service = service
         self.log_requests = log_requests
+        limits = service.limits
+        self.header_timeout = limits.header_timeout_s
+        self.body_timeout = limits.body_timeout_s
+        self.max_connections = limits.max_connections
         self.api_keys = api_keys if api_keys is not None else ApiKeys([])
         host, port = self.server_address[:2]
         self.allowed_hosts = allowed_hosts(str(host), int(port))
@@ -167,9 +211,13 @@ class RagsenseHTTPServer(ThreadingHTTPServer):
         self._closed.set()
         super().server_close()
 
-    def watch(self, connection: socket.socket) -> None:
+    def watch(self, connection: socket.socket, seconds: float | None = None) -> None:
+        """Give ``connection`` ``seconds`` (default: the header deadline) to send what it sends; past
+        that it is closed, and until then it may be closed to make room for a new connection."""
         with self._lock:
-            self._reading[connection] = time.monotonic() + self.header_timeout
+            self._reading[connection] = time.monotonic() + (
+                self.header_timeout if seconds is None else seconds
+            )
 
     def unwatch(self, connection: socket.socket) -> bool:
         """Stop the deadline of ``connection``'s headers; False when it was cut off instead."""
@@ -177,7 +225,7 @@ class RagsenseHTTPServer(ThreadingHTTPServer):
             return self._reading.pop(connection, None) is not None
 
     def _cut_off_slow_headers(self) -> None:
-        while not self._closed.wait(min(0.25, self.header_timeout / 4)):
+        while not self._closed.wait(min(0.25, self.header_timeout / 4, self.body_timeout / 4)):
             now = time.monotonic()
             with self._lock:
                 late = [c for c, deadline in self._reading.items() if deadline < now]
@@ -233,14 +281,16 @@ def serve(
     log_requests: bool = True,
     api_keys: ApiKeys | None = None,
     insecure: bool = False,
+    limits: ServeLimits | None = None,
 ) -> RagsenseHTTPServer:
     """Bind a server for ``model`` (``port=0``: any free port); call ``serve_forever()`` to run it.
 
     ``model_name`` is the id clients send (default: ``model.info.name``). Without ``api_keys`` a
-    non-loopback ``host`` is refused unless ``insecure``.
+    non-loopback ``host`` is refused unless ``insecure``. ``limits``: see :class:`ServeLimits`.
     """
     check_bind(host, has_keys=bool(api_keys), insecure=insecure)
-    return RagsenseHTTPServer((host, port), ModelService(model, model_name), log_requests, api_keys=api_keys)
+    service = ModelService(model, model_name, limits=limits)
+    return RagsenseHTTPServer((host, port), service, log_requests, api_keys=api_keys)
 
 
 def start_in_thread(
@@ -251,9 +301,12 @@ def start_in_thread(
     model_name: str | None = None,
     log_requests: bool = True,
     api_keys: ApiKeys | None = None,
+    limits: ServeLimits | None = None,
 ) -> tuple[RagsenseHTTPServer, str]:
     """Serve ``model`` from a daemon thread; returns the server and its base URL (ends in ``/v1``)."""
-    server = serve(model, host, port, model_name=model_name, log_requests=log_requests, api_keys=api_keys)
+    server = serve(
+        model, host, port, model_name=model_name, log_requests=log_requests, api_keys=api_keys, limits=limits
+    )
     server._thread = threading.Thread(target=server.serve_forever, name="ragsense-serve", daemon=True)
     server._thread.start()
     return server, server.base_url
@@ -266,6 +319,7 @@ def run_server(
     *,
     api_keys: ApiKeys | None = None,
     insecure: bool = False,
+    limits: ServeLimits | None = None,
     **model_options: Any,
 ) -> None:
     """Load ``model_name`` and serve it until SIGINT or SIGTERM (blocking; call it from the main thread).
@@ -279,7 +333,7 @@ def run_server(
     check_bind(host, has_keys=bool(api_keys), insecure=insecure)
     model = load_model(model_name, **model_options)
     server = RagsenseHTTPServer(
-        (host, port), ModelService(model, model_name, owns_model=True), api_keys=api_keys
+        (host, port), ModelService(model, model_name, owns_model=True, limits=limits), api_keys=api_keys
     )
     stop = threading.Event()
 

@@ -14,7 +14,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ragsense.errors import CapabilityError, RagsenseError
+from ragsense.errors import CapabilityError, ParameterError, RagsenseError
 from ragsense.models import (
     ChatMessage,
     Generation,
@@ -36,6 +36,38 @@ MAX_TOP = 20
 MAX_TEMPERATURE = 2.0  # OpenAI's range
 MAX_SEED = 2**63 - 1  # what torch's generator takes
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    """What ``ragsense serve`` lets one client take (each a flag of the command).
+
+    Per connection: ``header_timeout_s`` to send a request's headers and ``body_timeout_s`` to send
+    its body (from its first byte to its last, however it trickles; then 408 and the connection is
+    closed); ``max_connections`` served at once, past which a new one closes the oldest still sending
+    its headers or body. Per request: a body of ``max_body_bytes`` at most (413), and the work it asks
+    for: ``max_prompts`` prompts and ``max_chars`` characters of prompts or messages in all (413; an
+    echoed prompt list costs about 15 times its size in the answer).
+
+    >>> ServeLimits().max_prompts
+    64
+    """
+
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 10.0
+    max_connections: int = 256
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_prompts: int = 64
+    max_chars: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        for name in ("header_timeout_s", "body_timeout_s"):
+            seconds = getattr(self, name)
+            if not (seconds > 0 and math.isfinite(seconds)):
+                raise ParameterError(f"must be a finite number above 0, got {seconds}", parameter=name)
+        for name in ("max_connections", "max_body_bytes", "max_prompts", "max_chars"):
+            if getattr(self, name) < 1:
+                raise ParameterError(f"must be at least 1, got {getattr(self, name)}", parameter=name)
 
 
 class RequestError(RagsenseError):
@@ -96,10 +128,16 @@ class ModelService:
     """The transport-free part of the server: request dict in, response dict out."""
 
     def __init__(
-        self, model: LanguageModel, model_name: str | None = None, *, owns_model: bool = False
+        self,
+        model: LanguageModel,
+        model_name: str | None = None,
+        *,
+        owns_model: bool = False,
+        limits: ServeLimits | None = None,
     ) -> None:
         self.model = model
         self.name = model_name or model.info.name
+        self.limits = limits if limits is not None else ServeLimits()
         self._owns_model = owns_model  # close the model with the server (run_server loaded it)
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()  # one loop, used under the lock, so async clients stay valid
@@ -149,6 +187,25 @@ class ModelService:
             raise RequestError("the request body must be a JSON object")
         return body
 
+    def _check_work(self, texts: list[str], param: str) -> None:
+        """413 for more prompts or characters than one request may ask the model to read."""
+        limits = self.limits
+        if len(texts) > limits.max_prompts:
+            raise RequestError(
+                f"'{param}' holds {len(texts)} entries; at most {limits.max_prompts} a request "
+                "(--max-prompts)",
+                413,
+                param=param,
+            )
+        chars = sum(len(t) for t in texts)
+        if chars > limits.max_chars:
+            raise RequestError(
+                f"'{param}' holds {chars:,} characters; at most {limits.max_chars:,} a request "
+                "(--max-prompt-chars)",
+                413,
+                param=param,
+            )
+
     def _check_model(self, body: dict[str, Any]) -> None:
         asked = body.get("model")
         if asked is not None and asked != self.name:
@@ -169,6 +226,7 @@ class ModelService:
         text = body.get("prompt", body.get("content"))
         if not isinstance(text, str):
             raise RequestError("'prompt' (or 'content') must be a string")
+        self._check_work([text], "prompt")
         special = bool(body.get("add_special_tokens", body.get("add_special", True)))
         tokenizer = self.model.tokenizer if isinstance(self.model, SupportsTokenAccess) else None
         ids: list[int] = []
@@ -186,6 +244,7 @@ class ModelService:
         prompts = [prompt] if isinstance(prompt, str) else prompt
         if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) for p in prompts):
             raise RequestError("'prompt' must be a string or a list of strings (token ids are not supported)")
+        self._check_work(prompts, "prompt")
         max_tokens = _bounded(body, "max_tokens", int, 16, 0, self.model.info.context_window)
         echo = _typed(body, "echo", bool, False)
         logprobs = _bounded(body, "logprobs", int, None, 0, MAX_TOP)
@@ -243,6 +302,7 @@ class ModelService:
             if role not in ("system", "user", "assistant") or not isinstance(content, str):
                 raise RequestError(f"messages[{i}] needs a role (system, user, assistant) and string content")
             messages.append(ChatMessage(role, content))
+        self._check_work(["".join(m.content for m in messages)], "messages")  # characters only
         max_tokens = _bounded(body, "max_tokens", int, 16, 1, self.model.info.context_window)
         temperature = float(_bounded(body, "temperature", (int, float), 1.0, 0, MAX_TEMPERATURE))
         stop = _typed(body, "stop", (str, list), [])

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragsense.consens import binding_reasons, weakest_words
-from ragsense.data import dumps_json
+from ragsense.data import dumps_json, write_output
 from ragsense.errors import InputError, ParameterError
 from ragsense.traces._spans import otlp_json_requests, otlp_spans
 
@@ -129,7 +129,8 @@ def write_annotations(path: str | os.PathLike[str], records: Iterable[Mapping[st
             "or .json (OTLP span events)",
             parameter="annotations",
         )
-    file.write_text(text, encoding="utf-8")
+    # Claimed before the run (evaluate's FinalFile): replaced here, whole, never through a link.
+    write_output(file, text, overwrite=True, what="annotations file")
     return len(items)
 
 

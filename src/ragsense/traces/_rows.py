@@ -126,6 +126,8 @@ def _documents(span: Span, keys: Any) -> list[str]:
                 listed = json.loads(listed)
             except json.JSONDecodeError:
                 listed = None
+            except RecursionError:  # thousands of nested brackets: the sender's string, not a bug
+                raise SpanProblem(documents_key, "documents are nested too deeply") from None
             if not isinstance(listed, list):
                 raise SpanProblem(documents_key, "documents are a string, not a list of document objects")
         if not isinstance(listed, list):
@@ -220,10 +222,17 @@ def trace_rows(spans: Iterable[Span]) -> TraceRows:
         members.sort(key=lambda s: (str(type(s.start)), s.start))
         try:
             made = _row(members, keys)
-        except SpanProblem as exc:
+        except (SpanProblem, RecursionError) as exc:
+            # RecursionError: a value nested too deeply for any reader; whatever one span holds, it
+            # is its own trace's error, never the export's (or the receiver's) failure.
+            field_name, message = (
+                (exc.field, exc.message)
+                if isinstance(exc, SpanProblem)
+                else (None, "a span is nested too deeply")
+            )
             index = len(raws) + len(problems)
             raw = {"id": trace_id, "trace_id": trace_id}
-            problems[index] = RowError(index, trace_id, exc.field, exc.message, raw)
+            problems[index] = RowError(index, trace_id, field_name, message, raw)
             continue
         if isinstance(made, SkippedTrace):
             skipped.append(made)

@@ -201,9 +201,13 @@ def otlp_json_requests(text: str, name: str = "the JSON") -> Iterator[Any]:
                     raise InputError(f"{name}: line {number} is not JSON: {exc.msg}") from None
                 except RecursionError:
                     raise InputError(f"{name}: line {number} is nested too deeply") from None
+                except ValueError:  # an integer of more than 4,300 digits
+                    raise InputError(f"{name}: line {number} holds a JSON number too long to read") from None
         return
     except RecursionError:
         raise InputError(f"{name} is nested too deeply") from None
+    except ValueError:  # valid JSON that Python will not read: an integer of more than 4,300 digits
+        raise InputError(f"{name} holds a JSON number too long to read") from None
     yield from (whole if isinstance(whole, list) else [whole])
 
 
@@ -224,6 +228,13 @@ def otlp_proto_request(data: bytes) -> dict[str, Any]:
         message = service.ExportTraceServiceRequest.FromString(data)
     except decode_error as exc:
         raise InputError(f"not an OTLP protobuf trace export: {exc}", field="body") from None
+    for resource in message.resource_spans:
+        for scope in resource.scope_spans:
+            for span in scope.spans:
+                # No row reads a span's events or links: dropped before the (pure Python) conversion
+                # to the JSON mapping, where 500,000 empty events cost 0.7 s of CPU per megabyte.
+                span.ClearField("events")
+                span.ClearField("links")
     request: dict[str, Any] = json_format.MessageToDict(message)
     for resource in request.get("resourceSpans", []):
         for scope in resource.get("scopeSpans", []):

@@ -18,7 +18,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
-from ragsense.data import dumps_json, write_csv
+from ragsense.data import dumps_json, write_csv, write_output
 from ragsense.errors import BackendUnavailableError, InputError
 from ragsense.tables import render_table
 
@@ -402,8 +402,7 @@ def plot_accuracy_vs_k(
 
 
 def _write_text(path: Path, text: str) -> Path:
-    path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8", newline="\n")
-    return path
+    return write_output(path, text if text.endswith("\n") else text + "\n", overwrite=True)
 
 
 def write_kinship_report(

@@ -28,7 +28,7 @@ from ragsense._async import run_sync
 from ragsense.bench.kinship._evidence import retrieval_recall
 from ragsense.bench.kinship._source import ConditionQuery, HoldOut, KinshipCondition, KinshipSource
 from ragsense.bench.kinship._systems import KinshipSystem, SystemAnswer
-from ragsense.data import dumps_json
+from ragsense.data import dumps_json, write_output
 from ragsense.errors import OutputExistsError, ParameterError
 from ragsense.evaluation import Needs, RowOutcome, run_rows
 from ragsense.stats import wilson_ci
@@ -391,7 +391,7 @@ async def arun_kinship(
     if answering is not None:
         full_settings["system_settings"] = answering
     _check_previous(out, full_settings, resume, overwrite)
-    (out / RUN_FILE).write_text(dumps_json({"settings": full_settings}) + "\n", encoding="utf-8")
+    write_output(out / RUN_FILE, dumps_json({"settings": full_settings}) + "\n", overwrite=True)
     sampled = [_sample(c.queries, max_queries, source.seed) for c in conditions]
     items = _work_items(conditions, ks, sampled)
     # One chunk per (condition, k) group where possible: a group is what the system gets in one call

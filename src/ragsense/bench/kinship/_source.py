@@ -23,6 +23,7 @@ The control store holds every document; an experimental store leaves out one rel
 from __future__ import annotations
 
 import csv
+import io
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,7 @@ from typing import Final, Literal, TypedDict
 
 from ragsense.bench.kinship._evidence import EvidenceChain, EvidenceGraph, hops
 from ragsense.bench.kinship._names import distractor_sentences, generation_size, name_lists
+from ragsense.data import write_output
 from ragsense.errors import ParameterError
 
 Gender = Literal["male", "female"]
@@ -290,11 +292,11 @@ class KinshipSource:
 
 
 def _write(path: Path, header: list[str], rows: list[list[str]]) -> Path:
-    with path.open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return path
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(header)
+    writer.writerows(rows)
+    return write_output(path, text.getvalue(), overwrite=True)  # whole, never through a link
 
 
 def _pair_generation(
