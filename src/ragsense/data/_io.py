@@ -84,7 +84,7 @@ def read_rows(path: str | os.PathLike[str], *, require_answer: bool = True) -> I
     ['RagRow', 'RowError']
     """
     if str(path) == "-":
-        return _rows(_jsonl_records(sys.stdin), require_answer)
+        return _rows(_jsonl_records(sys.stdin, "standard input"), require_answer)
     file = Path(path)
     suffix = file.suffix.lower()
     if suffix not in SUFFIXES:
@@ -176,10 +176,10 @@ def _safe_id(raw: Any, index: int) -> str | None:
 def _jsonl_file_records(file: Path) -> Iterator[_Record]:
     # utf-8-sig: files saved by Windows tools often start with a byte-order mark.
     with file.open(encoding="utf-8-sig") as handle:
-        yield from _jsonl_records(handle)
+        yield from _jsonl_records(handle, repr(str(file)))
 
 
-def _jsonl_records(lines: Iterable[str]) -> Iterator[_Record]:
+def _jsonl_records(lines: Iterable[str], source: str) -> Iterator[_Record]:
     # Lines are numbered from 1 with blank ones counted, as editors number them: the message must lead
     # the user to the line, and a 0-based data-row index does not.
     for number, line in enumerate(lines, start=1):
@@ -189,7 +189,8 @@ def _jsonl_records(lines: Iterable[str]) -> Iterator[_Record]:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            yield text, f"not valid JSON ({exc.msg} at line {number}, column {exc.colno})", number
+            # The source is named: a row error's empty field once read as "-", standard input.
+            yield text, f"not valid JSON ({exc.msg} at line {number}, column {exc.colno} of {source})", number
             continue
         yield _as_object(value, number)
 

@@ -244,6 +244,10 @@ class GuardService:
             raise GuardRequestError(
                 422, "invalid_id", f"{field} must be at most 128 printable characters", field=field
             )
+        if parsed.rows is None and rows[0].id is None:
+            # A single row is named by the request's id, however it was given (X-Request-ID, or made
+            # here), so its result and the response carry the same id (docs/guard.md).
+            rows = [rows[0].model_copy(update={"id": request_id})]
         try:
             threshold = self.guard.policy.threshold(parsed.min_consens)
         except ParameterError as exc:

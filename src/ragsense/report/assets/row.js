@@ -211,16 +211,17 @@ function attributionView(e) {
         const left = neg ? (drop >= 0 ? 50 : 50 - width) : 0;
         track.append(h("div", {class: "attr-bar" + (r ? " b" : "") + (drop < 0 ? " neg" : ""),
           style: {left: left + "%", width: Math.max(0.5, width) + "%"},
-          title: "without document " + (i + 1) + ": ConSens (geometric) " + fmt(t[2], 3) + "; drop " +
+          title: "without document [" + i + "]: ConSens (geometric) " + fmt(t[2], 3) + "; drop " +
             fmtSigned(drop) + (t[3] ? "; context cut to fit the model" : "")}));
       }
-      grid.append(h("div", {class: "attr-label"}, "Document " + (i + 1) + (DIFF ? " · " + "AB"[r] : ""),
+      grid.append(h("div", {class: "attr-label"}, "Document [" + i + "]" + (DIFF ? " · " + "AB"[r] : ""),
         v.tp === i ? h("span", {class: "star", title: "top document", text: " ★"}) : null),
         track, h("div", {class: "num", text: fmtSigned(drop)}));
     }
   }
   return h("div", null, h("p", {class: "muted", text: "Leave-one-out attribution: how much the ConSens " +
-    "score (geometric mean) drops when the document is left out of the context; ★ marks the top document."}),
+    "score (geometric mean) drops when the document is left out of the context; ★ marks the top document " +
+    "(none when no removal lowers the score). Documents are numbered from 0, as in the CLI and top_document."}),
     grid);
 }
 
@@ -239,7 +240,7 @@ function docCard(i, docId, spans, tops) {
     body.replaceChildren(...nodes, ...tail.filter((x) => x));
   };
   draw(DOC_PREVIEW);
-  return h("div", {class: "doc"}, h("div", {class: "doc-head"}, h("b", {text: "Document " + (i + 1)}),
+  return h("div", {class: "doc"}, h("div", {class: "doc-head"}, h("b", {text: "Document [" + i + "]"}),
     h("span", {class: "muted", text: fmtInt(full || cp.length) + " characters"}),
     tops.map((r) => h("span", {class: "pill tag",
       text: "★ top document" + (DIFF ? " (" + "AB"[r] + ")" : "")})),
@@ -314,7 +315,7 @@ function veraView(view) {
       return h("tr", null, h("td", {class: "num faint", text: String(i + 1)}),
         h("td", null, decisionText(d, st, view),
           st.k === "context" && d[3] != null ? h("span", {class: "faint",
-            text: " (document " + (d[3] + 1) + ")"}) : null,
+            text: " (document [" + d[3] + "])"}) : null,
           x.co ? h("div", {class: "muted"}, "correction: ", shortText(x.co)) : null,
           x.r ? h("div", {class: "muted"}, "reason: ", shortText(x.r)) : null,
           x.f ? h("div", {class: "faint", text: "(part of a sentence split for length)"}) : null),
