@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+from ragsense.consens import default_bands, explain_row
 from ragsense.guard import RunningGuard
 
 from ._helpers import ROW, post
@@ -49,3 +50,11 @@ def test_the_documented_request_is_answered_and_its_single_row_carries_its_id(
     body = reply.json()
     assert body["id"] == example["id"] == body["results"][0]["id"]
     assert "a single row's result carries it" in text
+
+
+def test_each_result_says_why_in_the_words_junit_uses(open_guard: RunningGuard) -> None:
+    wrong = {**ROW, "answer": "Marie Curie studied radium in Warsaw."}
+    result = post(open_guard.url, wrong).json()["results"][0]
+    assert result["reason"] == explain_row(result, default_bands())  # the guard runs the default bands
+    assert result["reason"].startswith(f"{result['verdict']}: consens ")
+    assert "weakest words: " in result["reason"]

@@ -151,7 +151,11 @@ class GuardService:
             payload = payloads[place]
             out[place] = [
                 shape_result(
-                    rec, row.id if row.id is not None else str(k), payload.min_consens, payload.weakest
+                    rec,
+                    row.id if row.id is not None else str(k),
+                    payload.min_consens,
+                    payload.weakest,
+                    self.guard.bands,
                 )
                 for k, (row, rec) in enumerate(zip(payload.rows, group_records, strict=True))
             ]

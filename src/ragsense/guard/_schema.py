@@ -155,6 +155,9 @@ class CheckResult(BaseModel):
     consens: float | None
     verdict: str | None
     weakest_words: list[WeakWord]
+    reason: str = Field(
+        description="the verdict in words: score, the band edge that decided it, weakest words"
+    )
     errors: list[dict[str, Any]]
 
 

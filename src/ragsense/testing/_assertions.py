@@ -171,7 +171,7 @@ def assert_grounded(
         return row
     if explain and isinstance(docs, Sequence) and len(docs) >= 2:
         row = _score_one(question, docs, answer, ConSens(model, attribution=True, bands=chosen, **options))
-    raise GroundingAssertionError(_grounding_message(row, threshold, explain), row, threshold)
+    raise GroundingAssertionError(_grounding_message(row, threshold, explain, metric.bands), row, threshold)
 
 
 def assert_scores(
@@ -451,7 +451,9 @@ def _short(text: str, width: int = _TEXT_WIDTH) -> str:
     return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
-def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool) -> str:
+def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool, bands: Bands) -> str:
+    from ragsense.consens import explain_row
+
     lines = [
         f"answer is not grounded: consens {row['consens']:+.3f} < min_consens {threshold:+.3f} "
         f"(verdict {row['verdict']!r}, {row['aggregation']}, model {row['model']})"
@@ -494,4 +496,6 @@ def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool) 
             lines.append("    (none: leaving any one out does not lower the score)")
     for note in row.get("notes") or []:
         lines.append(f"  note: {note}")
+    # The verdict in the words JUnit rows and the guard's `reason` use (one function builds them).
+    lines.append(f"  reason: {explain_row(row, bands)}")
     return "\n".join(lines)
