@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import ragsense
 from ragsense.cli import main
 from ragsense.consens import DEFAULT_AGGREGATION, Bands
 
@@ -83,3 +84,28 @@ def test_the_histogram_mean_is_the_summarys_without_refusals(
     assert match, title
     assert int(match.group(2)) == 2 and "refusals left out" in title
     assert abs(float(match.group(1)) - summary["scores"]["consens"]["mean"]) < 1e-3
+
+
+def test_a_score_at_an_edge_keeps_its_deciding_digits_in_the_page(tmp_path: Path, browser: Browser) -> None:
+    # Bands with an edge between a row's score and its three-decimal text: the page's usual three
+    # decimals would read as the other band.
+    scored = ragsense.evaluate(ROWS, "consens", model="fake", progress=False).rows
+    score = next(r["consens"] for r in scored if r["verdict"] == "ungrounded")
+    three = float(f"{score:.3f}")
+    assert three != score
+    agg = DEFAULT_AGGREGATION.value
+    bands = Bands(agg, 0.9, three) if three > score else Bands(agg, score, -1.0)
+    bands.save(tmp_path / "edge.json")
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
+    store = tmp_path / "runs.sqlite"
+    assert main(["evaluate", str(src), "--model", "fake", "--store", str(store), "--table", "never",
+                 "--tag", "edge", "--bands", str(tmp_path / "edge.json")]) == 0  # fmt: skip
+    out = tmp_path / "edge.html"
+    assert main(["report", "edge", "--store", str(store), "-o", str(out)]) == 0
+    browser.navigate(out.as_uri())
+    browser.wait_for(READY, timeout=30)
+    cells = browser.evaluate("[...document.querySelectorAll('#rows-table tbody td')].map(c => c.textContent)")
+    assert f"{three:+.3f}" not in cells
+    [text] = [c for c in cells if re.fullmatch(r"[+-]\d\.\d{4,}", c)]
+    assert bands.verdict(float(text)) == bands.verdict(score)

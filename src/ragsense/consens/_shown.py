@@ -42,22 +42,25 @@ def edge_text(edge: float) -> str:
     return f"{edge:+}"
 
 
-def score_text(score: float, bands: Bands | None = None) -> str:
-    """``score`` at two decimals, or with more where two would read as another band under ``bands``.
+def score_text(score: float, bands: Bands | None = None, digits: int = SCORE_DIGITS) -> str:
+    """``score`` at ``digits`` decimals (two in the terminal; the report shows three), or with more where
+    that would read as another band under ``bands``.
 
     >>> score_text(1.0, Bands("q25", grounded_at=math.nextafter(1.0, 2.0), ungrounded_below=0.0))
     '+1.00'
     >>> score_text(0.8299999, Bands("support", grounded_at=0.83, ungrounded_below=-0.23))
     '+0.8299999'
+    >>> score_text(-0.2304, Bands("support", grounded_at=0.83, ungrounded_below=-0.23), digits=3)
+    '-0.2304'
     """
     if not math.isfinite(score):
         return str(score)
-    text = f"{score:+.{SCORE_DIGITS}f}"
+    text = f"{score:+.{digits}f}"
     if bands is None:
         return text
     band = bands.verdict(score)
-    for digits in range(SCORE_DIGITS, 18):
-        text = f"{score:+.{digits}f}"
+    for more in range(digits, 18):
+        text = f"{score:+.{more}f}"
         if bands.verdict(float(text)) == band:
             return text
     return f"{score:+}"

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragsense.consens import Aggregation, default_bands, edge_text
+from ragsense.consens import Aggregation, Bands, default_bands, edge_text
 from ragsense.consens import bands_note as runs_bands_note
 from ragsense.contract import is_refusal_row
 from ragsense.report._texts import round4
@@ -170,6 +170,14 @@ def _shown_bands(bands: dict[str, Any]) -> dict[str, Any]:
     digit an edge has), so the page never rounds an edge onto a score it does not reach."""
     low, high = edge_text(float(bands["ungrounded_below"])), edge_text(float(bands["grounded_at"]))
     return {**bands, "text": f"ungrounded < {low} ≤ unsure < {high} ≤ grounded"}
+
+
+def bands_of_run(run: StoredRun, rows: Sequence[Mapping[str, Any]]) -> Bands | None:
+    """The bands the run's verdicts were read under (:func:`consens_bands`), as :class:`Bands`."""
+    shown = consens_bands(run, rows)
+    if shown is None:
+        return None
+    return Bands(shown["aggregation"], float(shown["grounded_at"]), float(shown["ungrounded_below"]))
 
 
 def bands_note(pairs: Sequence[tuple[StoredRun, Sequence[Mapping[str, Any]]]]) -> str | None:

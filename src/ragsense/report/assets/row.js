@@ -47,6 +47,13 @@ function fmtScore(x, name) {
   return (s && s.lo < 0 && x >= 0 ? "+" : "") + Number(x).toFixed(3);
 }
 
+// A row's score i: the text Python wrote where three decimals would read as another band (view.sx,
+// ragsense.consens.score_text), else the number formatted.
+function viewScore(view, i, name) {
+  if (!view) return "—";
+  return view.sx && view.sx[0] === i ? view.sx[1] : fmtScore(view.s[i], name);
+}
+
 function fmtPpl(nll) {
   if (nll == null) return "—";
   const p = Math.exp(nll);
@@ -373,7 +380,7 @@ function errorsView(view) {
 function scoresView(e) {
   const head = DIFF ? ["", "A", "B", "B − A"] : ["", "value"];
   const rows = META.scores.map((s, i) => h("tr", null, h("td", null, h("code", {text: s.name})),
-    e.views.map((v) => h("td", {class: "num", text: fmtScore(v ? v.s[i] : null, s.name)})),
+    e.views.map((v) => h("td", {class: "num", text: viewScore(v, i, s.name)})),
     DIFF ? h("td", {class: "num", text: fmtSigned(e.delta(i))}) : null));
   META.verdicts.forEach((name, i) => {
     rows.push(h("tr", null, h("td", null, h("code", {text: name})),
