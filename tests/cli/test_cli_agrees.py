@@ -16,6 +16,7 @@ import pytest
 import ragsense.consens._metric as consens_metric
 from ragsense.cli import main
 from ragsense.consens import DEFAULT_AGGREGATION, Bands
+from ragsense.models import ModelPool
 from ragsense.runs import RunStore
 
 AGG = DEFAULT_AGGREGATION.value
@@ -208,7 +209,7 @@ def test_calibrate_refuses_bands_that_never_say_grounded(
 
 
 def test_resume_under_new_bands_rederives_verdicts_without_scoring(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     src = write_jsonl(tmp_path / "in.jsonl", ROWS)
     out = tmp_path / "out.jsonl"
@@ -220,8 +221,18 @@ def test_resume_under_new_bands_rederives_verdicts_without_scoring(
     async def no_scoring(self: Any, rows: Any) -> Any:
         raise AssertionError("a resume under new bands scored a row again")
 
+    def no_model(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a resume that scores nothing loaded a model")
+
     monkeypatch.setattr(consens_metric.ConSens, "results", no_scoring)
+    # Loading the model was most of such a resume's time (18 s for 12 rows with the bundled one).
+    monkeypatch.setattr(ModelPool, "get", no_model)
     assert main([*base, "--resume", "--bands", str(tmp_path / "strict.json")]) == 0
     after = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
     assert {k: r["consens"] for k, r in after.items()} == {k: r["consens"] for k, r in before.items()}
     assert {r["verdict"] for r in after.values()} <= {"ungrounded", "refusal"}
+    # A row left to score (the output cut short) loads the model as before.
+    out.write_text("".join(line + "\n" for line in out.read_text().splitlines()[:-1]), encoding="utf-8")
+    capsys.readouterr()
+    assert main([*base, "--resume", "--bands", str(tmp_path / "strict.json")]) != 0
+    assert "loaded a model" in capsys.readouterr().err
