@@ -90,7 +90,7 @@ def bands_note(a: Any, b: Any) -> str | None:
     bands are the same or a run recorded none.
 
     >>> one = {"score": "q25", "grounded_at": 0.2, "ungrounded_below": -0.1, "origin": "default"}
-    >>> bands_note(one, {**one, "grounded_at": 0.3})
+    >>> bands_note(one, {**one, "grounded_at": 0.3})  # doctest: +ELLIPSIS
     'the runs used different verdict bands: A grounded >= +0.20, ... B grounded >= +0.30, ...'
     >>> bands_note(one, dict(one)) is None
     True

@@ -452,7 +452,7 @@ def _short(text: str, width: int = _TEXT_WIDTH) -> str:
 
 
 def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool, bands: Bands) -> str:
-    from ragsense.consens import explain_row
+    from ragsense.consens import explain_row, weakest_words
 
     lines = [
         f"answer is not grounded: consens {row['consens']:+.3f} < min_consens {threshold:+.3f} "
@@ -464,8 +464,6 @@ def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool, 
     lines.append(f"  answer:   {_short(row['answer'])}")
     # The one order of ragsense.consens.weakest_words (the guard's, the CLI's, the report's): words the
     # context does not state first (a stated word counts as supported), then by contrast.
-    from ragsense.consens import weakest_words
-
     scored = [
         w
         for w in row.get("words") or []
