@@ -1,4 +1,5 @@
-"""The doctests of the modules behind ``calibrate`` and ``--bands`` (the docstrings' examples run)."""
+"""The doctests of the modules behind ``calibrate`` and ``--bands`` (the docstrings' examples run);
+``ragsense.consens._shown`` writes the bands ``runs show`` prints."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
     "module",
     [
         "ragsense.cli._calibrate",
-        "ragsense.cli._runs",
+        "ragsense.consens._shown",
         "ragsense.report._summary",
         "ragsense.evaluation._registry",
         "ragsense.evaluation._api",

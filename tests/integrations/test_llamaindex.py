@@ -40,7 +40,7 @@ def test_evaluate_response_equals_evaluate(query_engine) -> None:  # type: ignor
     assert isinstance(result, EvaluationResult)
     assert result.score == pytest.approx(want["consens"], abs=1e-9)
     assert result.passing == (want["verdict"] == "grounded")
-    assert result.feedback.startswith(f"{want['verdict']} (consens ")
+    assert result.feedback.startswith(f"{want['verdict']}: consens ")
     assert not result.invalid_result
 
 

@@ -65,6 +65,7 @@ def test_api_bands_reach_the_store_and_the_report(tmp_path: Path, bands_file: Pa
         "grounded_at": 0.8125,
         "ungrounded_below": -0.4375,
         "origin": "ragsense calibrate mine.jsonl (240 rows)",
+        "text": "ungrounded < -0.4375 ≤ unsure < +0.8125 ≤ grounded",  # every digit, as everywhere
     }
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import ragsense.evaluation
 from ragsense import evaluate
-from ragsense.consens import DEFAULT_AGGREGATION, GROUNDED_AT, Aggregation, Bands, default_bands
+from ragsense.consens import DEFAULT_AGGREGATION, GROUNDED_AT, Aggregation, Bands, default_bands, explain_row
 from ragsense.errors import InputError, ModelNotFoundError, ParameterError
 from ragsense.models import DEFAULT_MODEL
 from ragsense.testing import (
@@ -143,6 +143,8 @@ def test_documents_are_ranked_by_drop() -> None:
     drops = {d["index"]: d["drop"] for d in info.value.row["attribution"]}
     assert drops[1] > 0 and drops[0] == pytest.approx(0.0, abs=1e-9)
     assert info.value.row["top_document"] == 1
+    # Last, the row's verdict in the words JUnit rows and the guard use (ragsense.consens.explain_row).
+    assert lines[-1] == f"  reason: {explain_row(info.value.row, default_bands())}"
 
 
 def test_explain_false_gives_one_line_and_no_attribution_run(evaluate_calls: list[list[Any]]) -> None:

@@ -11,8 +11,8 @@ out and counted by reason: a refusal verdict (the bands do not decide it), a lab
 
 Exit codes: 0 the bands were written from every row; 3 written, but some rows had errors (each is
 listed, naming the row and field, and left out); 2 a usage error, a class with fewer than
-``--min-per-class`` rows, or no edge reaching the target precision on either side (nothing is
-written; the precision the rows support is printed).
+``--min-per-class`` rows, or no grounded edge reaching the target precision (nothing is written: bands
+that never say ``grounded`` fail every row; the precision the rows support is printed).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from ragsense.consens import (
     Bands,
     calibrate_bands,
     check_classes,
+    edge_text,
 )
 from ragsense.data import RagRow, label_field, label_verdict, read_rows
 from ragsense.errors import InputError, ParameterError
@@ -60,8 +61,8 @@ def add_parser(sub: Any) -> None:
             "with --bands FILE. Rows that already carry the score (an evaluate output) are not scored "
             "again. Prints the in-sample and cross-validated precision and coverage of each verdict with "
             "95% intervals (docs/calibrate.md). Exit codes: 0 written; 3 written, some rows had errors "
-            "(listed, left out); 2 usage error, too few rows of a class, or no edge reaches the target "
-            "precision (nothing written; the precision the rows support is printed)."
+            "(listed, left out); 2 usage error, too few rows of a class, or no grounded edge reaches the "
+            "target precision (nothing written; the precision the rows support is printed)."
         ),
     )
     parser.add_argument("input", metavar="LABELED", help="labelled rows: .jsonl, .json, .csv or .parquet")
@@ -191,7 +192,12 @@ def _score(args: argparse.Namespace, path: str) -> list[dict[str, Any]]:
     return list(evaluate(path, [metric], desc="calibrate", store=None).rows)
 
 
-LABELLED_AS = {None: "labelled unsure or refusal", 1: "labelled grounded", 0: "labelled ungrounded"}
+LABELLED_AS = {1: "labelled grounded", 0: "labelled ungrounded"}
+
+
+def _label_word(record: Mapping[str, Any]) -> str:
+    """The row's label as a verdict word (``unsure``, ``refusal``)."""
+    return str(label_verdict(record[str(label_field(record))]))
 
 
 def _fit_inputs(
@@ -213,10 +219,12 @@ def _fit_inputs(
                 raise failed
             label = label_of(record, where)
             if _is_refusal(record):
-                left_out[f"verdict refusal, {LABELLED_AS[label]}"] += 1
+                # Named by the row's own label ("labelled unsure"), not by a class of labels.
+                given = LABELLED_AS[label] if label is not None else f"labelled {_label_word(record)}"
+                left_out[f"verdict refusal, {given}"] += 1
                 continue
             if label is None:
-                left_out[f"labelled {label_verdict(record[str(label_field(record))])}"] += 1
+                left_out[f"labelled {_label_word(record)}"] += 1
                 continue
             scores.append(score_of(record, aggregation, where))
             labels.append(label)
@@ -226,25 +234,42 @@ def _fit_inputs(
 
 
 def left_out_text(left_out: Mapping[str, int]) -> str:
-    """``2 verdict refusal, labelled grounded; 1 labelled unsure`` (or ``none``)."""
-    return "; ".join(f"{n} {why}" for why, n in sorted(left_out.items())) or "none"
+    """Why rows were left out, one phrase per reason (or ``none``); the keys are those the bands file
+    records (``verdict refusal, labelled grounded``), read out as a sentence.
+
+    >>> left_out_text({"verdict refusal, labelled grounded": 2, "labelled unsure": 1})
+    '1 row labelled unsure; 2 rows whose answer is a refusal (labelled grounded)'
+    """
+    phrases = []
+    for why, n in sorted(left_out.items()):
+        rows = "row" if n == 1 else "rows"
+        _, _, label = why.partition("verdict refusal, ")
+        phrases.append(f"{n} {rows} whose answer is a refusal ({label})" if label else f"{n} {rows} {why}")
+    return "; ".join(phrases) or "none"
 
 
 def fmt_share(figures: Mapping[str, Any], key: str) -> str:
+    """``0.83 [0.44, 0.97] (5/6)``: a share, its interval and (for a precision) its counts, or
+    ``- (0 called)`` when the edge called no row (precision of nothing is no number). In-sample and
+    cross-validated cells are both written so: the same words for the same figure."""
     value = figures[key]
     if value is None:
-        return "-"
+        return f"- ({figures['called']} called)"
     lo, hi = figures[f"{key}_ci95"]
-    return f"{value:.2f} [{lo:.2f}, {hi:.2f}]"
+    counts = f" ({figures['correct']}/{figures['called']})" if key == "precision" else ""
+    return f"{value:.2f} [{lo:.2f}, {hi:.2f}]{counts}"
 
 
 def fit_table(bands: Bands) -> str:
-    """The fit as a short table: each verdict's edge, in-sample and cross-validated figures."""
+    """The fit as a short table: each verdict's edge (every digit it has, :func:`edge_text`), then its
+    precision and coverage in-sample and cross-validated, each cell with its counts. An edge fitted on
+    every row that calls none of them is marked, beside cross-validated figures that may call some
+    (the folds' edges are fitted on fewer rows)."""
     fit = bands.fit
     rows = []
     for side, edge in (
-        ("grounded", f">= {bands.grounded_at:+.3f}"),
-        ("ungrounded", f"< {bands.ungrounded_below:+.3f}"),
+        ("grounded", f">= {edge_text(bands.grounded_at)}"),
+        ("ungrounded", f"< {edge_text(bands.ungrounded_below)}"),
     ):
         figures = fit[side]
         inside, cv = figures["in_sample"], figures["cross_validated"]
@@ -261,12 +286,12 @@ def fit_table(bands: Bands) -> str:
     headers = [
         "verdict",
         "score",
-        "precision",
-        "coverage",
+        "in-sample precision",
+        "in-sample coverage",
         f"{fit['folds']}-fold CV precision",
-        "CV coverage",
+        f"{fit['folds']}-fold CV coverage",
     ]
-    return render_table(headers, rows, [10, 12, 18, 18, 22, 18])
+    return render_table(headers, rows, [10, 16, 26, 18, 26, 18])
 
 
 def supported_text(figures: Mapping[str, Any] | None) -> str:
@@ -279,7 +304,7 @@ def supported_text(figures: Mapping[str, Any] | None) -> str:
 def _notes(bands: Bands) -> list[str]:
     fit = bands.fit
     notes = []
-    for side in ("grounded", "ungrounded"):
+    for side in ("ungrounded",):  # bands that never say grounded are not written (_never_grounded)
         if not fit[side]["calls"]:
             notes.append(
                 f"note: no {side} edge reaches precision {fit['target_precision']} on these rows with at "
@@ -291,18 +316,26 @@ def _notes(bands: Bands) -> list[str]:
     return notes
 
 
-def _nothing_called(bands: Bands) -> str:
-    """Why no bands file is written: neither side reaches the target, and what the rows support."""
+def _never_grounded(bands: Bands) -> str:
+    """Why no bands file is written: no grounded edge reaches the target (bands that never say
+    ``grounded`` would fail every row of a gate or a guard), what the rows support, and what data
+    would give an edge."""
     fit = bands.fit
     best = [fit[side]["supported_precision"] for side in ("grounded", "ungrounded")]
-    reachable = [b["precision"] for b in best if b is not None and b["precision"] > 0]
+    grounded = best[0]
     # Rounded down, so that the suggested target is one an edge reaches.
-    hint = f"rerun with --target-precision {math.floor(max(reachable) * 100) / 100:g}, " if reachable else ""
+    hint = (
+        f"rerun with --target-precision {math.floor(grounded['precision'] * 100) / 100:g}; "
+        if grounded is not None and grounded["precision"] > 0
+        else ""
+    )
     return (
-        f"no band reaches precision {fit['target_precision']} on these {fit['n']} rows with at least "
-        f"{fit['min_called']} rows called: bands from them would never call anything, so none were "
-        f"written. The most these rows support (in-sample): grounded {supported_text(best[0])}, "
-        f"ungrounded {supported_text(best[1])}. To go on: {hint}label more rows, or lower --min-called."
+        f"no grounded edge reaches precision {fit['target_precision']} on these {fit['n']} rows with at "
+        f"least {fit['min_called']} rows called: bands from them would never say 'grounded', so none were "
+        f"written. The most these rows support (in-sample): grounded {supported_text(grounded)}, "
+        f"ungrounded {supported_text(best[1])}. To go on: {hint}label more rows (an edge needs at least "
+        f"{fit['min_called']} rows scoring at or above it, {fit['target_precision']:.0%} of them labelled "
+        "grounded), or lower --min-called."
     )
 
 
@@ -385,8 +418,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
     lines = [f"row error: {e}" for e in errors[:ERRORS_SHOWN]]
     if len(errors) > ERRORS_SHOWN:
         lines.append(f"... and {len(errors) - ERRORS_SHOWN} more row errors")
-    if not (fit["grounded"]["calls"] or fit["ungrounded"]["calls"]):
-        lines.append(f"ragsense calibrate: {_nothing_called(bands)}")
+    if not fit["grounded"]["calls"]:
+        lines.append(f"ragsense calibrate: {_never_grounded(bands)}")
         echo(*lines)
         return EXIT_USAGE
     lines = _notes(bands) + lines

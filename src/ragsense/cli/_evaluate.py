@@ -14,12 +14,14 @@ from ragsense.cli._run import (
     Columns,
     UsageExit,
     add_run_options,
+    bands_of,
     error_text,
     fmt,
     label_cell,
     question_of,
     row_id,
     run_command,
+    score_cell,
     top_document_cell,
     weakest_cell,
 )
@@ -174,6 +176,9 @@ def _columns(metrics: list[Metric]) -> Columns:
             header = key.replace("_", " ")
             # ConSens and similarity range over [-1, 1] (signed); VERA's shares over [0, 1].
             signed = metric.name in ("consens", "similarity")
+            if key == "consens":  # next to its verdict: shown with the digits a band edge needs
+                columns.append((header, max(9, len(header)), score_cell(key, bands_of([metric]))))
+                continue
             columns.append(
                 (header, max(9, len(header)), lambda r, k=key, sg=signed: fmt(r.get(k), signed=sg))
             )

@@ -11,10 +11,10 @@ from ragsense.cli._run import (
     add_run_options,
     answer_of,
     error_text,
-    fmt,
     question_of,
     row_id,
     run_command,
+    score_cell,
     top_document_cell,
     weakest_cell,
 )
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         ("id", 14, row_id),
         ("question", 38, question_of),
         ("answer", 44, answer_of),
-        ("consens", 7, lambda r: fmt(r.get("consens"), signed=True)),
+        ("consens", 7, score_cell("consens", metric.bands)),
         ("verdict", 16, lambda r: error_text(r) or r["verdict"]),
         ("why", 30, weakest_cell),
     ]

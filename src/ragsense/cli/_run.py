@@ -25,8 +25,8 @@ from typing import Any
 
 from ragsense.cli._common import add_model_options
 from ragsense.cli._numbers import positive_int
-from ragsense.consens import binding_reasons, weakest_words
-from ragsense.data import LABEL_FIELDS, label_field, sample_rows_path, shown_label
+from ragsense.consens import Bands, binding_reasons, score_text, weakest_words
+from ragsense.data import LABEL_FIELDS, SUFFIXES, label_field, read_rows, sample_rows_path, shown_label
 from ragsense.evaluation import (
     DEFAULT_CHUNK_SIZE,
     EngineSpec,
@@ -82,6 +82,11 @@ def add_run_options(parser: argparse.ArgumentParser, *, output_help: str, sample
         parser.add_argument("--sample", action="store_true", help="use the bundled sample rows")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run in --output")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    parser.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="accept an input file with no rows (else: a warning and exit 2, nothing recorded)",
+    )
     parser.add_argument(
         "--chunk-size",
         type=positive_int,
@@ -160,6 +165,18 @@ def source_of(args: argparse.Namespace, command: str) -> Any:
     return sample_rows_path() if has_sample else args.input
 
 
+def check_not_empty(path: str, command: str, *, allow: bool) -> None:
+    """Refuse an input file with no rows (exit 2) unless ``allow``: an empty table, exit 0 and a recorded
+    run read as "all passed" when the file was only never filled. Standard input is not read ahead."""
+    if allow or not Path(path).is_file() or Path(path).suffix.lower() not in SUFFIXES:
+        return  # stdin, a missing file, a folder or an odd suffix: the reader's case, with its own message
+    if next(iter(read_rows(path, require_answer=False)), None) is None:
+        raise UsageExit(
+            f"ragsense {command}: warning: {path} has no rows; nothing was scored or recorded "
+            "(pass --allow-empty to accept an empty input)"
+        )
+
+
 def row_id(record: dict[str, Any]) -> str:
     return str(record.get("id", record.get("_row", "")))
 
@@ -179,6 +196,21 @@ def error_text(record: dict[str, Any]) -> str | None:
         return None
     first = errors[0]
     return "error: " + str(first.get("field") or first.get("metric") or "model")
+
+
+def bands_of(metrics: Sequence[Metric]) -> Bands | None:
+    """The verdict bands of the run's ConSens metric, if it has one: how its scores are shown."""
+    return next((b for m in metrics if isinstance(b := getattr(m, "bands", None), Bands)), None)
+
+
+def score_cell(key: str, bands: Bands | None) -> Callable[[dict[str, Any]], str]:
+    """A ConSens score cell: :func:`ragsense.consens.score_text`, with the digits an edge needs."""
+
+    def cell(record: dict[str, Any]) -> str:
+        value = record.get(key)
+        return score_text(value, bands) if isinstance(value, float) else fmt(value, signed=True)
+
+    return cell
 
 
 def fmt(value: Any, signed: bool = False) -> str:
@@ -259,6 +291,8 @@ def run_command(
     ``engine``: where the rows are scored (``evaluate``'s ``engine``; ``-o`` is then a folder);
     ``source``: rows already read (a trace export), instead of the input path."""
     path = source_of(args, command)
+    if source is None and not getattr(args, "sample", False):
+        check_not_empty(path, command, allow=bool(getattr(args, "allow_empty", False)))
     source = path if source is None else source
     gates = gates_of(args, metrics)
     if getattr(args, "junit", None):  # an existing JUnit file is refused before the run, not after it
@@ -312,6 +346,7 @@ def run_command(
                 run_id=evaluation.run_id,
                 gate_refusals=gate_refusals,
                 overwrite=True,  # checked before the run (check_free)
+                bands=bands_of(metrics),
             )
             lines.append(f"JUnit XML written to {path}")
     # Error messages and file names in the summary can carry a user's text: no raw escape sequences.

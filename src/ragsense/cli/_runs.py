@@ -9,6 +9,7 @@ from typing import Any
 
 from ragsense.cli._numbers import non_negative_int, positive_int
 from ragsense.cli._run import UsageExit
+from ragsense.consens import bands_note, bands_text
 from ragsense.runs import RunStore, StoredRun, compare_runs, format_comparison
 from ragsense.tables import echo, render_table, terminal_safe
 
@@ -148,25 +149,12 @@ def _describe(run: StoredRun) -> str:
     return "\n".join(lines)
 
 
-def bands_text(bands: Any) -> str | None:
-    """A stored run's verdict bands in one line (None when the run recorded none).
-
-    >>> bands_text({"score": "q25", "grounded_at": 0.2, "ungrounded_below": -0.1, "origin": "default"})
-    'grounded >= +0.200, ungrounded < -0.100 on q25 (default)'
-    """
-    if not isinstance(bands, Mapping) or not {"grounded_at", "ungrounded_below"} <= bands.keys():
-        return None
-    return (
-        f"grounded >= {bands['grounded_at']:+.3f}, ungrounded < {bands['ungrounded_below']:+.3f} "
-        f"on {bands.get('score', '?')} ({bands.get('origin', 'file')})"
-    )
-
-
-def _run_bands(run: StoredRun) -> str | None:
+def _run_bands(run: StoredRun) -> Mapping[str, Any] | None:
+    """The bands a run's ConSens metric recorded, if any."""
     for metric in run.metrics:
-        text = bands_text((metric.get("settings") or {}).get("bands"))
-        if text:
-            return text
+        bands = (metric.get("settings") or {}).get("bands")
+        if isinstance(bands, Mapping) and bands_text(bands):
+            return dict(bands)
     return None
 
 
@@ -190,10 +178,9 @@ def run_compare(args: argparse.Namespace) -> int:
         if worst:
             listed = ", ".join(f"{c.key} ({c.a:+.3f} -> {c.b:+.3f})" for c in worst)  # keys are row ids
             print(terminal_safe(f"worse in {s.score}: {listed}"))
-    bands_a, bands_b = _run_bands(a), _run_bands(b)
-    if bands_a != bands_b and bands_a and bands_b:
-        # Verdict counts under different edges differ for that reason alone.
-        echo(f"note: the runs used different verdict bands: A {bands_a}; B {bands_b}")
+    note = bands_note(_run_bands(a), _run_bands(b))
+    if note:
+        echo(f"note: {note}")
     if a.input_hash and b.input_hash and a.input_hash != b.input_hash:
         echo("note: the two runs had different input rows (their input hashes differ)")
     return 0

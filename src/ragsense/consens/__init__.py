@@ -92,6 +92,7 @@ from ragsense.consens._select import (
     row_budget,
     row_policy,
 )
+from ragsense.consens._shown import band_rule, bands_note, bands_text, edge_text, explain_row, score_text
 from ragsense.consens._verdicts import (
     BANDS_FORMAT,
     VERDICTS,
@@ -146,6 +147,9 @@ __all__ = [
     "PromptTemplate",
     "WordDetail",
     "attribution_metric",
+    "band_rule",
+    "bands_note",
+    "bands_text",
     "binding_check",
     "binding_reasons",
     "calibrate_bands",
@@ -155,7 +159,9 @@ __all__ = [
     "consens_from_log_ppl",
     "consens_from_word_nll",
     "default_bands",
+    "edge_text",
     "expected_unsupported",
+    "explain_row",
     "floored",
     "grounded_edge",
     "learned_features",
@@ -169,6 +175,7 @@ __all__ = [
     "row_budget",
     "row_features",
     "row_policy",
+    "score_text",
     "stratified_folds",
     "support_r",
     "supported_precision",

@@ -12,8 +12,10 @@ Each side of the bands is fitted for precision, not for accuracy, because a verd
 * a side that reaches the target at no edge calls nothing: its edge is put beyond every score the
   aggregation can give.
 
-Edges sit halfway between two neighbouring observed scores, so a new score equal to an observed one
-falls where that observed score did and the edge does not hug one sample.
+Edges sit between two neighbouring observed scores, so a new score equal to an observed one falls
+where that observed score did and the edge does not hug one sample: at their midpoint, rounded to the
+fewest decimals that keep it strictly between them (:func:`between`), so that an edge shown at every
+digit it has (``+0.4``, not ``+0.40000000000000002``) is short.
 
 The in-sample precision of a fitted edge is optimistic (the edge was chosen on those rows), so the
 fit also reports cross-validated figures: stratified folds with a fixed seed, the edges fitted on the
@@ -23,8 +25,8 @@ Wilson 95% interval. Everything lands in :attr:`Bands.fit`, so a bands file carr
 >>> scores = [-0.9, -0.6, -0.5, -0.3, -0.2, 0.3, 0.4, 0.6, 0.7, 0.9]
 >>> labels = [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]
 >>> b = calibrate_bands(scores, labels, score="q25", min_per_class=5, folds=5, min_called=2)
->>> round(b.grounded_at, 6), round(b.ungrounded_below, 6)
-(0.05, 0.05)
+>>> b.grounded_at, b.ungrounded_below
+(0.0, 0.0)
 >>> b.fit["grounded"]["in_sample"]["precision"], b.fit["grounded"]["cross_validated"]["called"]
 (1.0, 5)
 """
@@ -68,6 +70,20 @@ def _distinct(pairs: list[tuple[float, int]]) -> list[tuple[float, int, int]]:
     return out
 
 
+def between(low: float, high: float) -> float:
+    """The midpoint of ``low < high`` rounded to the fewest decimals that keep it strictly between them.
+
+    >>> between(0.1, 0.2), between(0.31, 0.43), between(0.123456, 0.123457)
+    (0.15, 0.4, 0.1234565)
+    """
+    middle = (low + high) / 2
+    for digits in range(1, 17):
+        edge = round(middle, digits)
+        if low < edge < high:
+            return edge
+    return middle
+
+
 def _reaches(correct: int, called: int, target: float) -> bool:
     # A tolerance, because 7 of 10 must reach a 0.7 target although 0.7 * 10 is 7.000000000000001.
     return correct >= target * called - 1e-9
@@ -90,7 +106,7 @@ def grounded_edge(
     for i, (score, n, ones) in enumerate(levels):
         # Here the edge calls this level and every level above it.
         if called >= min_called and _reaches(correct, called, target):
-            return score if i == 0 else (levels[i - 1][0] + score) / 2
+            return score if i == 0 else between(levels[i - 1][0], score)
         called -= n
         correct -= ones
     return None
@@ -112,7 +128,8 @@ def ungrounded_edge(
         # Here the edge calls this level and every level below it.
         score, n, ones = levels[i]
         if called >= min_called and _reaches(correct, called, target):
-            return math.nextafter(score, math.inf) if i == len(levels) - 1 else (score + levels[i + 1][0]) / 2
+            last = i == len(levels) - 1
+            return math.nextafter(score, math.inf) if last else between(score, levels[i + 1][0])
         called -= n
         correct -= n - ones
     return None

@@ -202,6 +202,8 @@ class GroundingResult:
     into the row's contexts; ``truncated`` is set whenever something was dropped."""
     attribution: list[DocumentAttribution] | None = None
     top_document: int | None = None
+    """The index (from 0, into the row's contexts) of the document whose removal lowers the score
+    most; None without attribution, or when no document's removal lowers it."""
     notes: list[str] = field(default_factory=list)
     refusal: bool = False
     binding: list[BindingFinding] | None = None
@@ -540,7 +542,10 @@ class GroundingScorer:
                 full = by_agg[ATTRIBUTION_AGGREGATION.value][0]
                 index = plan.context.parts[k][0]
                 attribution.append(DocumentAttribution(index, own, full - own, without, truncated))
-            top = min(attribution, key=lambda a: (a.consens_without, a.index)).index
+            best = min(attribution, key=lambda a: (a.consens_without, a.index))
+            # The top document is one the answer rests on: its removal lowers the score. When no
+            # removal does (a refusal's drops are all negative), no document is named.
+            top = best.index if best.drop > 0 else None
         notes = []
         if plan.context.dropped_tokens:
             notes.append(plan.context.note())

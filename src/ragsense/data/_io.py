@@ -90,7 +90,7 @@ def read_rows(path: str | os.PathLike[str], *, require_answer: bool = True) -> I
         # The bytes when there are any (a replaced sys.stdin, as in tests, may be text only).
         binary = getattr(sys.stdin, "buffer", None)
         lines = _utf8_lines(binary) if binary is not None else ((line, None) for line in sys.stdin)
-        return _rows(_jsonl_records(lines), require_answer)
+        return _rows(_jsonl_records(lines, "standard input"), require_answer)
     file = Path(path)
     suffix = file.suffix.lower()
     if suffix not in SUFFIXES:
@@ -190,7 +190,7 @@ def _safe_id(raw: Any, index: int) -> str | None:
 
 def _jsonl_file_records(file: Path) -> Iterator[_Record]:
     with file.open("rb") as handle:
-        yield from _jsonl_records(_utf8_lines(handle))
+        yield from _jsonl_records(_utf8_lines(handle), repr(str(file)))
 
 
 def _utf8_lines(handle: Iterable[bytes]) -> Iterator[tuple[str, str | None]]:
@@ -208,7 +208,7 @@ def _utf8_lines(handle: Iterable[bytes]) -> Iterator[tuple[str, str | None]]:
             )
 
 
-def _jsonl_records(lines: Iterable[tuple[str, str | None]]) -> Iterator[_Record]:
+def _jsonl_records(lines: Iterable[tuple[str, str | None]], source: str) -> Iterator[_Record]:
     # Lines are numbered from 1 with blank ones counted, as editors number them: the message must lead
     # the user to the line, and a 0-based data-row index does not.
     for number, (line, problem) in enumerate(lines, start=1):
@@ -221,7 +221,8 @@ def _jsonl_records(lines: Iterable[tuple[str, str | None]]) -> Iterator[_Record]
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            yield text, f"not valid JSON ({exc.msg} at line {number}, column {exc.colno})", number
+            # The source is named: a row error's empty field once read as "-", standard input.
+            yield text, f"not valid JSON ({exc.msg} at line {number}, column {exc.colno} of {source})", number
             continue
         except (RecursionError, ValueError) as exc:  # nesting, or an int of over 4,300 digits
             yield None, f"line {number}: {_unreadable(exc)}", number

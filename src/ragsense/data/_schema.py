@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -101,10 +101,14 @@ def _pick(raw: Mapping[str, Any], canonical: str, row: int | str) -> tuple[str |
     return present[0], raw[present[0]]
 
 
-def _missing(canonical: str, row: int | str) -> InputError:
-    aliases = ALIASES[canonical][1:]
-    hint = f" (or {' / '.join(map(repr, aliases))})" if aliases else ""
-    return InputError(f"missing: every row needs {canonical!r}{hint}", row=row, field=canonical)
+def _missing(names: Sequence[str], row: int | str) -> InputError:
+    """Every absent required field in one error (a file missing two fields is one fix, not two runs);
+    the error's ``field`` is the first of them."""
+    wanted = []
+    for canonical in names:
+        aliases = ALIASES[canonical][1:]
+        wanted.append(f"{canonical!r}" + (f" (or {' / '.join(map(repr, aliases))})" if aliases else ""))
+    return InputError(f"missing: every row needs {' and '.join(wanted)}", row=row, field=names[0])
 
 
 def _text(name: str, canonical: str, value: Any, row: int | str, *, allow_empty: bool = False) -> str:
@@ -206,22 +210,27 @@ def parse_row(raw: Mapping[str, Any], index: int, *, require_answer: bool = True
         if name != canonical:
             source_names[canonical] = name
 
+    absent = [c for c in ("question", "contexts", "answer") if not any(name in raw for name in ALIASES[c])]
+    if not require_answer and absent == ["answer"]:
+        absent = []  # the answer is optional here: a metric that needs one says so
+    if absent:
+        raise _missing(absent, where)
     q_name, q_value = _pick(raw, "question", where)
     if q_name is None:
-        raise _missing("question", where)
+        raise _missing(["question"], where)
     question = _text(q_name, "question", q_value, where)
     note("question", q_name)
 
     c_name, c_value = _pick(raw, "contexts", where)
     if c_name is None:
-        raise _missing("contexts", where)
+        raise _missing(["contexts"], where)
     contexts = _contexts(c_name, c_value, where)
     note("contexts", c_name)
 
     a_name, a_value = _pick(raw, "answer", where)
     if a_name is None:
         if require_answer:
-            raise _missing("answer", where)
+            raise _missing(["answer"], where)
         answer = ""
     else:
         answer = _text(a_name, "answer", a_value, where, allow_empty=not require_answer)

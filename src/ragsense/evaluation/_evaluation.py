@@ -176,7 +176,8 @@ class Summary:
                 parts.append(f"errors {m.errors}")
             lines.append("  " + "; ".join(parts))
         for row, metric, field_name, message in self.errors:
-            lines.append(f"  row {row}: {metric}: {field_name or '-'}: {message}")
+            where = f"{metric}: {field_name}" if field_name else str(metric)  # no "-": it reads as stdin
+            lines.append(f"  row {row}: {where}: {message}")
         return "\n".join(lines)
 
 

@@ -362,6 +362,31 @@ def _previous_chunk(
     return [previous.records[index] for index in positions], 0
 
 
+def resumes_whole(
+    rows: Iterable[RunItem], metrics: Sequence[Step], output: str | os.PathLike[str], chunk_size: int
+) -> bool:
+    """Whether :func:`run_rows` resuming ``output`` would take every chunk of ``rows`` from it and call
+    no metric (a ``--resume`` that only re-reads verdicts under new bands), decided by the rule it
+    applies (:func:`_previous_chunk`). An engine then sets no model up: loading one would take most
+    of such a run's time. Anything doubtful (no file, an unreadable one, a row to compute, rows left
+    over) is False, and the run goes the usual way, which says what is wrong.
+    """
+    path = Path(output)
+    if chunk_size < 1 or not path.is_file():
+        return False
+    try:
+        previous = _read_previous(path)
+        n_rows = 0
+        for start, chunk in _chunks(rows, chunk_size):
+            done, _ = _previous_chunk(previous, start, chunk, path, metrics)
+            if done is None:
+                return False
+            n_rows += len(chunk)
+    except RagsenseError:
+        return False
+    return n_rows > 0 and n_rows == len(previous.records)
+
+
 def _has_error(record: Mapping[str, Any]) -> bool:
     return bool(record.get("errors")) or record.get("error") is not None
 

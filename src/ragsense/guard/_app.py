@@ -151,7 +151,11 @@ class GuardService:
             payload = payloads[place]
             out[place] = [
                 shape_result(
-                    rec, row.id if row.id is not None else str(k), payload.min_consens, payload.weakest
+                    rec,
+                    row.id if row.id is not None else str(k),
+                    payload.min_consens,
+                    payload.weakest,
+                    self.guard.bands,
                 )
                 for k, (row, rec) in enumerate(zip(payload.rows, group_records, strict=True))
             ]
@@ -244,6 +248,10 @@ class GuardService:
             raise GuardRequestError(
                 422, "invalid_id", f"{field} must be at most 128 printable characters", field=field
             )
+        if parsed.rows is None and rows[0].id is None:
+            # A single row is named by the request's id, however it was given (X-Request-ID, or made
+            # here), so its result and the response carry the same id (docs/guard.md).
+            rows = [rows[0].model_copy(update={"id": request_id})]
         try:
             threshold = self.guard.policy.threshold(parsed.min_consens)
         except ParameterError as exc:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragsense._async import run_sync
-from ragsense.consens import GROUNDED_AT, Bands, ConSens, binding_reasons, weakest_words
+from ragsense.consens import GROUNDED_AT, Bands, ConSens, explain_row, weakest_words
 from ragsense.contract import is_refusal_row
 from ragsense.data import RagRow
 from ragsense.errors import ParameterError
@@ -62,8 +62,12 @@ class Policy:
         return requested
 
 
-def shape_result(record: Mapping[str, Any], row_id: str, min_consens: float, weakest: int) -> dict[str, Any]:
-    """One row's result: the runner's record without the input texts, plus the policy's fields."""
+def shape_result(
+    record: Mapping[str, Any], row_id: str, min_consens: float, weakest: int, bands: Bands | None = None
+) -> dict[str, Any]:
+    """One row's result: the runner's record without the input texts, plus the policy's fields and
+    ``reason``, the row's verdict in words (:func:`ragsense.consens.explain_row` under ``bands``: the
+    words JUnit and the pytest plug-in use)."""
     deciding = [e for e in record["errors"] if e["metric"] in _DECIDING]
     consens = record.get("consens")
     # The one refusal rule (ragsense.contract.REFUSAL): a refusal ("the documents do not say ...")
@@ -78,7 +82,7 @@ def shape_result(record: Mapping[str, Any], row_id: str, min_consens: float, wea
         "min_consens": min_consens,
         **fields,
         "weakest_words": weakest_words(record.get("words") or [], weakest),
-        "reasons": binding_reasons(record),
+        "reason": explain_row(record, bands),
     }
 
 
@@ -133,6 +137,11 @@ class Guard:
                 judge, steps=("adherence",), retrieval=False, model_options=dict(judge_options or {})
             )
         self._model: LanguageModel | None = None
+
+    @property
+    def bands(self) -> Bands:
+        """The verdict bands the results are read under (``--bands``, else the default score's)."""
+        return self._plain.bands
 
     @property
     def has_judge(self) -> bool:
@@ -202,7 +211,7 @@ class Guard:
         threshold = self.policy.threshold(min_consens)
         [records] = await self.records([(rows, Options(attribution, adherence))])
         return [
-            shape_result(record, row.id if row.id is not None else str(i), threshold, weakest)
+            shape_result(record, row.id if row.id is not None else str(i), threshold, weakest, self.bands)
             for i, (row, record) in enumerate(zip(rows, records, strict=True))
         ]
 

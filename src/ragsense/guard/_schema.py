@@ -12,11 +12,40 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
+from ragsense.data import ALIASES
+
+
+def evaluate_names(data: Any) -> Any:
+    """A request object with ``evaluate``'s other field names read as the guard's: ``context`` (one
+    passage, or a list), ``retrieved_contexts``, ``user_input``, ``response`` (:data:`ragsense.data.ALIASES`),
+    so a row ``evaluate`` scores is one the guard takes. Two names for one field with different values
+    are refused.
+
+    >>> evaluate_names({"user_input": "Q?", "context": "C.", "response": "A."})
+    {'question': 'Q?', 'contexts': ['C.'], 'answer': 'A.'}
+    """
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for canonical in ("question", "contexts", "answer"):
+        for name in ALIASES[canonical][1:]:
+            if name not in out:
+                continue
+            value = out.pop(name)
+            if name == "context" and isinstance(value, str):
+                value = [value]
+            if out.get(canonical) is not None and out[canonical] != value:
+                raise ValueError(f"fields {canonical!r} and {name!r} mean the same but differ; keep one")
+            out[canonical] = value
+    return out
+
 
 class CheckRow(BaseModel):
     """One answer to check: the question, the documents it was given, the answer."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
+
+    _names = model_validator(mode="before")(evaluate_names)
 
     id: str | None = Field(default=None, description="your id of the row, echoed in its result")
     question: str
@@ -47,6 +76,8 @@ class CheckRequest(BaseModel):
         description="the pass threshold for this request, within the server's allowed bounds",
     )
     weakest: int = Field(default=5, ge=0, le=50, description="how many weakest words to return")
+
+    _names = model_validator(mode="before")(evaluate_names)
 
     @model_validator(mode="after")
     def _one_form(self) -> CheckRequest:
@@ -124,10 +155,8 @@ class CheckResult(BaseModel):
     consens: float | None
     verdict: str | None
     weakest_words: list[WeakWord]
-    reasons: list[str] = Field(
-        default_factory=list,
-        description="the binding check's findings, strongest first: \"the context prefers 'fourth' to "
-        "'second' here, by 9.1 nats\"",
+    reason: str = Field(
+        description="the verdict in words: score, the band edge that decided it, weakest words"
     )
     errors: list[dict[str, Any]]
 

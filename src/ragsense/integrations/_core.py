@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from ragsense.consens import DEFAULT_AGGREGATION, Aggregation, Bands, ConSens, binding_reasons, weakest_words
+from ragsense.consens import DEFAULT_AGGREGATION, Aggregation, Bands, ConSens, explain_row, weakest_words
 from ragsense.contract import REFUSAL, is_refusal_row
 from ragsense.errors import BackendUnavailableError
 from ragsense.evaluation import aevaluate, evaluate
@@ -75,26 +75,17 @@ class Judgement:
     error: str | None = None
 
 
-def feedback_of(
-    verdict: str | None,
-    score: float | None,
-    weakest: Sequence[Mapping[str, Any]],
-    reasons: Sequence[str] = (),
-) -> str:
-    """The one-line feedback: verdict, score, the binding check's reasons and the weakest words with
-    their contrast (nats).
+def feedback_of(record: Mapping[str, Any], bands: Bands | None = None, words: int = WEAKEST) -> str:
+    """The one-line feedback of a scored row: :func:`ragsense.consens.explain_row`, the words JUnit rows,
+    the guard's ``reason`` and ``assert_grounded`` use (verdict, score, the band edge that decided it,
+    weakest words with their contrast in nats).
 
-    >>> feedback_of("ungrounded", -0.5, [{"word": "Pasadena", "contrast": -0.25, "stated": False}])
-    'ungrounded (consens -0.500); weakest words: Pasadena (-0.25)'
-    >>> feedback_of("unsure", 0.2, [], ["the context prefers 'fourth' to 'second' here, by 9.1 nats"])
-    "unsure (consens 0.200); the context prefers 'fourth' to 'second' here, by 9.1 nats"
+    >>> row = {"consens": -0.5, "verdict": "ungrounded", "words": [
+    ...     {"word": "Pasadena", "start": 0, "end": 8, "nll_empty": 1.0, "nll_context": 1.25}]}
+    >>> feedback_of(row, Bands("support", grounded_at=0.83, ungrounded_below=-0.23))
+    'ungrounded: consens -0.50 (ungrounded < -0.23); weakest words: Pasadena (-0.25)'
     """
-    words = ", ".join(
-        f"{w['word']} ({'stated' if w['stated'] else format(w['contrast'], '.2f')})" for w in weakest
-    )
-    head = f"{verdict} (consens {score:.3f})" if score is not None else f"{verdict}"
-    head = "; ".join([head, *reasons])
-    return f"{head}; weakest words: {words}" if words else head
+    return explain_row(record, bands, words=words)
 
 
 class Scorer:
@@ -146,7 +137,7 @@ class Scorer:
             passing = verdict in PASSING_VERDICTS
         else:
             passing = is_refusal_row(record) or score >= self.min_consens
-        feedback = feedback_of(verdict, score, weakest, binding_reasons(record))
+        feedback = feedback_of(record, self.metric.bands, self.weakest)
         return Judgement(score, verdict, passing, weakest, feedback, dict(record))
 
 

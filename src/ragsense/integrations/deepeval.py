@@ -13,7 +13,7 @@ field ``ragsense.evaluate`` writes for the same row and sets ``score``, ``succes
 ...                            retrieval_context=["The Eiffel Tower stands in Paris."]))
 1.0
 >>> metric.is_successful(), metric.reason.split(";")[0]
-(True, 'grounded (consens 1.000)')
+(True, 'grounded: consens +1.00 (grounded >= +0.83)')
 """
 
 from __future__ import annotations

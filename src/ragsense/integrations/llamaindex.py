@@ -11,7 +11,7 @@ Needs ``pip install 'ragsense[llamaindex]'`` (llama-index-core). It returns Llam
 ...     query="Where is the Eiffel Tower?", contexts=["The Eiffel Tower stands in Paris."],
 ...     response="It stands in Paris.")
 >>> result.passing, result.feedback.split(";")[0]
-(True, 'grounded (consens 1.000)')
+(True, 'grounded: consens +1.00 (grounded >= +0.83)')
 """
 
 from __future__ import annotations

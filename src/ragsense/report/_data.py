@@ -17,6 +17,8 @@ p     the row's position in the input (``_row``)
 q, a  question and answer (``qn``, ``an``: the full length when the text was cut)
 d     the row's documents, as indices into ``docs``
 s, v  the score values and verdicts, in the order of the head's ``scores`` and ``verdicts``
+sx    ``[index, text]`` when the ConSens score at three decimals would read as another band than its
+      verdict's: the text with the digits that decide it (:func:`ragsense.consens.score_text`)
 rf    1 when the row is a refusal (:func:`ragsense.contract.is_refusal_row` over those verdicts): the
       page lists refusals in their own table, not among the rows ranked worst first
 e     errors: ``[metric, field, message]``
@@ -49,6 +51,7 @@ document and ``end`` as the sentence's length.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,7 +61,9 @@ from ragsense.consens import (
     CONSENS_FIELDS,
     LEGACY_RAW_FIELD,
     RAW_FIELD,
+    Bands,
     binding_reasons,
+    score_text,
     weakest_words,
 )
 from ragsense.contract import is_refusal_row
@@ -177,7 +182,12 @@ class _Builder:
     # ------------------------------------------------------------------------------------- one row
 
     def row(
-        self, row: Mapping[str, Any], position: int, scores: Sequence[str], verdicts: Sequence[str]
+        self,
+        row: Mapping[str, Any],
+        position: int,
+        scores: Sequence[str],
+        verdicts: Sequence[str],
+        bands: Bands | None = None,
     ) -> Any:
         question, answer = _first_text(row, QUESTION_FIELDS), _first_text(row, ANSWER_FIELDS)
         documents = _documents(row)
@@ -193,6 +203,7 @@ class _Builder:
             "an": an,
             "d": [self.docs.setdefault(doc, len(self.docs)) for doc in documents],
             "s": [round4(row.get(name)) for name in scores],
+            "sx": _edge_text(row, scores, bands),
             "v": [None if row.get(name) is None else str(row.get(name)) for name in verdicts],
             "rf": 1 if is_refusal_row(row, verdicts) else None,
             "e": [
@@ -389,12 +400,24 @@ class Payload:
         return out, sum(full is not None for _, full in out)
 
 
+def _edge_text(row: Mapping[str, Any], scores: Sequence[str], bands: Bands | None) -> list[Any] | None:
+    """``[index, text]`` of the ConSens score when the page's three decimals would read as another band
+    than the row's (``-0.230`` for -0.2304 under ``ungrounded < -0.23``): the text with the digits
+    that decide it (:func:`ragsense.consens.score_text`), else None (the page formats the number)."""
+    value = row.get("consens")
+    if bands is None or "consens" not in scores or not isinstance(value, float) or not math.isfinite(value):
+        return None
+    text = score_text(value, bands, digits=3)
+    return None if text == f"{value:+.3f}" else [scores.index("consens"), text]
+
+
 def build_payload(
     runs_rows: Sequence[Sequence[Mapping[str, Any]]],
     keys: Sequence[str],
     scores: Sequence[Mapping[str, Any]],
     verdicts: Sequence[str],
     limits: ReportLimits,
+    bands: Sequence[Bands | None] = (),
 ) -> Payload:
     """The embedded rows of one run (or two, paired by ``keys``) under ``limits``.
 
@@ -425,10 +448,13 @@ def build_payload(
     for key in keys:
         entry: list[Any] = [key]
         decisions: list[Any] = []
-        for index in indexes:
+        for r, index in enumerate(indexes):
             found = index.get(key)
             builder.context = None
-            entry.append(None if found is None else builder.row(found[1], found[0], score_names, verdicts))
+            run_bands = bands[r] if r < len(bands) else None
+            entry.append(
+                None if found is None else builder.row(found[1], found[0], score_names, verdicts, run_bands)
+            )
             decisions.append(builder.context)
         entries.append(entry)
         context.append(decisions)

@@ -12,7 +12,14 @@ from ragsense.consens import RAW_SCORE_MEANINGS
 from ragsense.data import write_output
 from ragsense.report._data import build_payload, row_keys
 from ragsense.report._fit import Report, fit_page
-from ragsense.report._summary import comparison_info, run_info, score_columns, verdict_columns
+from ragsense.report._summary import (
+    bands_note,
+    bands_of_run,
+    comparison_info,
+    run_info,
+    score_columns,
+    verdict_columns,
+)
 from ragsense.report._texts import ReportLimits
 from ragsense.runs import Comparison, RunStore, StoredRun, check_run_id, compare_rows
 
@@ -49,9 +56,12 @@ def build_report(
         if comparison is None:
             comparison = compare_rows(rows, other[1], [s["name"] for s in scores], verdicts)
         meta["comparison"] = comparison_info(comparison)
+        # The histogram draws B's bands; verdict counts under other edges differ for that reason alone.
+        meta["bands_note"] = bands_note(pairs)
     runs_rows = [rs for _, rs in pairs]
     base = limits or ReportLimits()
-    payload = build_payload(runs_rows, row_keys(runs_rows), scores, verdicts, base)
+    bands = [bands_of_run(r, rs) for r, rs in pairs]  # a score at an edge is shown with its deciding digits
+    payload = build_payload(runs_rows, row_keys(runs_rows), scores, verdicts, base, bands)
     return fit_page(payload, base, meta, _title([r for r, _ in pairs]), compress)
 
 

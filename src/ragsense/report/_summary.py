@@ -24,7 +24,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragsense.consens import Aggregation, default_bands
+from ragsense.consens import Aggregation, Bands, default_bands, edge_text
+from ragsense.consens import bands_note as runs_bands_note
 from ragsense.contract import is_refusal_row
 from ragsense.report._texts import round4
 from ragsense.runs import Comparison, StoredRun
@@ -136,12 +137,14 @@ def consens_bands(run: StoredRun, rows: Sequence[Mapping[str, Any]]) -> dict[str
             aggregation = settings.get("aggregation")
             used = settings.get("bands")
             if isinstance(used, dict) and {"grounded_at", "ungrounded_below"} <= used.keys():
-                return {
-                    "aggregation": str(used.get("score", aggregation)),
-                    "grounded_at": used["grounded_at"],
-                    "ungrounded_below": used["ungrounded_below"],
-                    "origin": str(used.get("origin", "file")),
-                }
+                return _shown_bands(
+                    {
+                        "aggregation": str(used.get("score", aggregation)),
+                        "grounded_at": used["grounded_at"],
+                        "ungrounded_below": used["ungrounded_below"],
+                        "origin": str(used.get("origin", "file")),
+                    }
+                )
     if aggregation is None:
         aggregation = next((r["aggregation"] for r in rows if r.get("aggregation")), None)
     if aggregation is None:
@@ -152,12 +155,37 @@ def consens_bands(run: StoredRun, rows: Sequence[Mapping[str, Any]]) -> dict[str
         bands = default_bands(str(aggregation))
     except ValueError:
         return None
-    return {
-        "aggregation": str(aggregation),
-        "grounded_at": bands.grounded_at,
-        "ungrounded_below": bands.ungrounded_below,
-        "origin": bands.origin,
-    }
+    return _shown_bands(
+        {
+            "aggregation": str(aggregation),
+            "grounded_at": bands.grounded_at,
+            "ungrounded_below": bands.ungrounded_below,
+            "origin": bands.origin,
+        }
+    )
+
+
+def _shown_bands(bands: dict[str, Any]) -> dict[str, Any]:
+    """``bands`` with ``text``: the edges as every other view writes them (:func:`edge_text`, every
+    digit an edge has), so the page never rounds an edge onto a score it does not reach."""
+    low, high = edge_text(float(bands["ungrounded_below"])), edge_text(float(bands["grounded_at"]))
+    return {**bands, "text": f"ungrounded < {low} ≤ unsure < {high} ≤ grounded"}
+
+
+def bands_of_run(run: StoredRun, rows: Sequence[Mapping[str, Any]]) -> Bands | None:
+    """The bands the run's verdicts were read under (:func:`consens_bands`), as :class:`Bands`."""
+    shown = consens_bands(run, rows)
+    if shown is None:
+        return None
+    return Bands(shown["aggregation"], float(shown["grounded_at"]), float(shown["ungrounded_below"]))
+
+
+def bands_note(pairs: Sequence[tuple[StoredRun, Sequence[Mapping[str, Any]]]]) -> str | None:
+    """A two-run report's note when the runs used different bands (``ragsense compare``'s note)."""
+    if len(pairs) < 2:
+        return None
+    a, b = (consens_bands(run, rows) for run, rows in pairs[:2])
+    return runs_bands_note(a, b)
 
 
 def _setting(value: Any) -> Any:

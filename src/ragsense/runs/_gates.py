@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ragsense.consens import Bands, explain_row
 from ragsense.contract import is_refusal_row
 from ragsense.data import write_output
 from ragsense.errors import RagsenseError
@@ -49,6 +50,10 @@ EXIT_GATE_FAILED = 4
 
 ERRORS = "errors"
 """The ``--max-share`` name for the share of rows with any error."""
+
+
+EXAMPLES = {"mean": "consens=0.5", "share": "ungrounded=0.05 (or ungrounded=5%)"}
+"""The example each flag's error shows: a score for a mean, a verdict for a share."""
 
 
 class GateSpecError(RagsenseError, ValueError):
@@ -104,20 +109,32 @@ def _parse(spec: str | None, kind: Literal["mean", "share"], flag: str) -> list[
         if not part:
             continue
         name, sep, value = part.partition("=")
+        value = value.strip()
+        # A share is what users write as a percentage: `ungrounded=5%` is 0.05.
+        percent = kind == "share" and value.endswith("%")
         try:
-            limit = float(value)
+            limit = float(value[:-1]) / 100 if percent else float(value)
         except ValueError:
             limit = float("nan")
         if not sep or not name.strip() or limit != limit or limit in (float("inf"), float("-inf")):
-            raise GateSpecError(f"{flag} {part!r}: write NAME=NUMBER, e.g. {flag} consens=0.5")
+            raise GateSpecError(f"{flag} {part!r}: write NAME=NUMBER, e.g. {flag} {EXAMPLES[kind]}")
         if kind == "share" and not 0.0 <= limit <= 1.0:
-            raise GateSpecError(f"{flag} {part!r}: a share is between 0 and 1")
+            raise GateSpecError(f"{flag} {part!r}: a share is between 0 and 1 (or 0% and 100%)")
         gates.append(Gate(kind, name.strip(), limit))
     return gates
 
 
 def parse_gates(fail_under: str | None = None, max_share: str | None = None) -> list[Gate]:
-    """The gates of ``--fail-under`` and ``--max-share`` (comma-separated ``NAME=NUMBER``)."""
+    """The gates of ``--fail-under`` and ``--max-share`` (comma-separated ``NAME=NUMBER``; a share may
+    be a percentage).
+
+    >>> parse_gates(max_share="ungrounded=5%")[0].limit
+    0.05
+    >>> parse_gates(max_share="ungrounded=five")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ragsense.runs._gates.GateSpecError: --max-share 'ungrounded=five': ... e.g. --max-share ungrounded=0.05...
+    """
     return _parse(fail_under, "mean", "--fail-under") + _parse(max_share, "share", "--max-share")
 
 
@@ -227,7 +244,8 @@ def row_failures(
     ['consens -0.6100 < 0.5']
     """
     reasons = [
-        f"{e.get('metric')}: {e.get('field') or '-'}: {e.get('message')}" for e in row.get("errors") or []
+        ": ".join(str(x) for x in (e.get("metric"), e.get("field"), e.get("message")) if x)
+        for e in row.get("errors") or []
     ]
     judged = _score_judged(row, verdict_fields, gate_refusals)
     for gate in gates:
@@ -260,10 +278,12 @@ def write_junit(
     run_id: str | None = None,
     gate_refusals: bool = False,
     overwrite: bool = False,
+    bands: Bands | None = None,
 ) -> Path:
     """A JUnit XML file: a ``ragsense.gates`` suite with one test case per gate, and with ``rows`` a
-    ``ragsense.rows`` suite with one test case per row (failing as :func:`row_failures` says). An
-    existing file is refused unless ``overwrite`` (:func:`ragsense.data.write_output`)."""
+    ``ragsense.rows`` suite with one test case per row (failing as :func:`row_failures` says, each
+    failure followed by the row's score and weakest words, :func:`ragsense.consens.explain_row` under
+    ``bands``). An existing file is refused unless ``overwrite`` (:func:`ragsense.data.write_output`)."""
     root = ET.Element("testsuites", name="ragsense")
     suite = ET.SubElement(
         root,
@@ -298,8 +318,11 @@ def write_junit(
             name = _xml(f"row {row.get('id', row.get('_row', index))}")
             case = ET.SubElement(row_suite, "testcase", classname="ragsense.rows", name=name)
             if reasons:
-                ET.SubElement(
-                    case, "failure", message=_xml("; ".join(reasons)), type="RowFailed"
-                ).text = _xml("\n".join(reasons))
+                # "verdict is unsure" alone sends the reader to the output file: say what the score was
+                # and which words the context did not support.
+                told = [*reasons, explain_row(row, bands)] if "consens" in row else reasons
+                ET.SubElement(case, "failure", message=_xml("; ".join(told)), type="RowFailed").text = _xml(
+                    "\n".join(told)
+                )
     data = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return write_output(path, data, overwrite=overwrite, what="JUnit file")

@@ -171,7 +171,7 @@ def assert_grounded(
         return row
     if explain and isinstance(docs, Sequence) and len(docs) >= 2:
         row = _score_one(question, docs, answer, ConSens(model, attribution=True, bands=chosen, **options))
-    raise GroundingAssertionError(_grounding_message(row, threshold, explain), row, threshold)
+    raise GroundingAssertionError(_grounding_message(row, threshold, explain, metric.bands), row, threshold)
 
 
 def assert_scores(
@@ -451,7 +451,9 @@ def _short(text: str, width: int = _TEXT_WIDTH) -> str:
     return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
-def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool) -> str:
+def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool, bands: Bands) -> str:
+    from ragsense.consens import explain_row, weakest_words
+
     lines = [
         f"answer is not grounded: consens {row['consens']:+.3f} < min_consens {threshold:+.3f} "
         f"(verdict {row['verdict']!r}, {row['aggregation']}, model {row['model']})"
@@ -462,8 +464,6 @@ def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool) 
     lines.append(f"  answer:   {_short(row['answer'])}")
     # The one order of ragsense.consens.weakest_words (the guard's, the CLI's, the report's): words the
     # context does not state first (a stated word counts as supported), then by contrast.
-    from ragsense.consens import binding_reasons, weakest_words
-
     scored = [
         w
         for w in row.get("words") or []
@@ -479,7 +479,6 @@ def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool) 
         # A stated word is marked: it counts as supported whatever its contrast.
         stated = {True: "  stated in the context", False: ""}
         lines.extend(f"    {w['word']:<{width}}  {w['contrast']:+.2f}{stated[w['stated']]}" for w in weakest)
-    lines.extend(f"  binding: {reason}" for reason in binding_reasons(row))
     attribution = row.get("attribution")
     if attribution:
         contexts = row.get("contexts") or []
@@ -495,4 +494,6 @@ def _grounding_message(row: Mapping[str, Any], threshold: float, explain: bool) 
             lines.append("    (none: leaving any one out does not lower the score)")
     for note in row.get("notes") or []:
         lines.append(f"  note: {note}")
+    # The verdict in the words JUnit rows and the guard's `reason` use (one function builds them).
+    lines.append(f"  reason: {explain_row(row, bands)}")
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from ragsense._async import run_sync
@@ -9,7 +10,7 @@ from ragsense.errors import ResumeError
 from ragsense.evaluation._evaluation import Evaluation, MetricInfo
 from ragsense.evaluation._inputs import rows_from
 from ragsense.evaluation._outputs import OutputFile, claim_output
-from ragsense.evaluation._runner import run_rows
+from ragsense.evaluation._runner import resumes_whole, run_rows
 from ragsense.evaluation.engines._base import EvaluateRequest
 from ragsense.models import shared_pool
 
@@ -38,6 +39,20 @@ class LocalEngine:
             return await _run(request, output)
 
 
+def _resumes_whole(request: EvaluateRequest, output: OutputFile | None) -> bool:
+    """A resume whose every row is finished in the output (:func:`resumes_whole`): the run re-derives
+    what it keeps (verdicts under the current bands) and needs no model, so none is set up and the
+    stored run names no model fingerprint. Only an input that can be read twice is looked at (a file,
+    a list): standard input or a generator is read once, by the run."""
+    if not request.resume or output is None or output.path is None:
+        return False
+    data = request.data
+    a_file = isinstance(data, str | os.PathLike) and str(data) != "-"
+    if not (a_file or isinstance(data, list | tuple)):
+        return False
+    return resumes_whole(rows_from(data), request.metrics, output.working, request.chunk_size)
+
+
 async def _run(request: EvaluateRequest, output: OutputFile | None) -> Evaluation:
     """Set the metrics up, enter the run in the store, run the rows, write the output (claimed)."""
     rows = rows_from(request.data)
@@ -46,8 +61,9 @@ async def _run(request: EvaluateRequest, output: OutputFile | None) -> Evaluatio
     recording = request.recording()
     try:
         with recording.abandoned_on_failure():
-            for metric in metrics:
-                await metric.setup(pool)
+            if not _resumes_whole(request, output):
+                for metric in metrics:
+                    await metric.setup(pool)
             infos = [MetricInfo.of(m) for m in metrics]
             recording.start(infos)
             records, stats = await run_rows(

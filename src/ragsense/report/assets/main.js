@@ -137,9 +137,9 @@ function sortBy(key) {
 
 function scoreCell(e, i) {
   const name = META.scores[i].name;
-  if (!DIFF) return h("td", {class: "num", text: fmtScore(e.val(0, i), name)});
-  const a = e.val(0, i), b = e.val(1, i), d = e.delta(i);
-  return h("td", {class: "num"}, fmtScore(a, name) + " → " + fmtScore(b, name),
+  if (!DIFF) return h("td", {class: "num", text: viewScore(e.views[0], i, name)});
+  const d = e.delta(i);
+  return h("td", {class: "num"}, viewScore(e.views[0], i, name) + " → " + viewScore(e.views[1], i, name),
     h("span", {class: "delta " + (d == null || Math.abs(d) < 1e-9 ? "faint" : d > 0 ? "better" : "worse"),
       text: d == null ? "" : fmtSigned(d)}));
 }

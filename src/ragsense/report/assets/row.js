@@ -47,6 +47,13 @@ function fmtScore(x, name) {
   return (s && s.lo < 0 && x >= 0 ? "+" : "") + Number(x).toFixed(3);
 }
 
+// A row's score i: the text Python wrote where three decimals would read as another band (view.sx,
+// ragsense.consens.score_text), else the number formatted.
+function viewScore(view, i, name) {
+  if (!view) return "—";
+  return view.sx && view.sx[0] === i ? view.sx[1] : fmtScore(view.s[i], name);
+}
+
 function fmtPpl(nll) {
   if (nll == null) return "—";
   const p = Math.exp(nll);
@@ -213,16 +220,17 @@ function attributionView(e) {
         const left = neg ? (drop >= 0 ? 50 : 50 - width) : 0;
         track.append(h("div", {class: "attr-bar" + (r ? " b" : "") + (drop < 0 ? " neg" : ""),
           style: {left: left + "%", width: Math.max(0.5, width) + "%"},
-          title: "without document " + (i + 1) + ": ConSens (geometric) " + fmt(t[2], 3) + "; drop " +
+          title: "without document [" + i + "]: ConSens (geometric) " + fmt(t[2], 3) + "; drop " +
             fmtSigned(drop) + (t[3] ? "; context cut to fit the model" : "")}));
       }
-      grid.append(h("div", {class: "attr-label"}, "Document " + (i + 1) + (DIFF ? " · " + "AB"[r] : ""),
+      grid.append(h("div", {class: "attr-label"}, "Document [" + i + "]" + (DIFF ? " · " + "AB"[r] : ""),
         v.tp === i ? h("span", {class: "star", title: "top document", text: " ★"}) : null),
         track, h("div", {class: "num", text: fmtSigned(drop)}));
     }
   }
   return h("div", null, h("p", {class: "muted", text: "Leave-one-out attribution: how much the ConSens " +
-    "score (geometric mean) drops when the document is left out of the context; ★ marks the top document."}),
+    "score (geometric mean) drops when the document is left out of the context; ★ marks the top document " +
+    "(none when no removal lowers the score). Documents are numbered from 0, as in the CLI and top_document."}),
     grid);
 }
 
@@ -241,7 +249,7 @@ function docCard(i, docId, spans, tops) {
     body.replaceChildren(...nodes, ...tail.filter((x) => x));
   };
   draw(DOC_PREVIEW);
-  return h("div", {class: "doc"}, h("div", {class: "doc-head"}, h("b", {text: "Document " + (i + 1)}),
+  return h("div", {class: "doc"}, h("div", {class: "doc-head"}, h("b", {text: "Document [" + i + "]"}),
     h("span", {class: "muted", text: fmtInt(full || cp.length) + " characters"}),
     tops.map((r) => h("span", {class: "pill tag",
       text: "★ top document" + (DIFF ? " (" + "AB"[r] + ")" : "")})),
@@ -316,7 +324,7 @@ function veraView(view) {
       return h("tr", null, h("td", {class: "num faint", text: String(i + 1)}),
         h("td", null, decisionText(d, st, view),
           st.k === "context" && d[3] != null ? h("span", {class: "faint",
-            text: " (document " + (d[3] + 1) + ")"}) : null,
+            text: " (document [" + d[3] + "])"}) : null,
           x.co ? h("div", {class: "muted"}, "correction: ", shortText(x.co)) : null,
           x.r ? h("div", {class: "muted"}, "reason: ", shortText(x.r)) : null,
           x.f ? h("div", {class: "faint", text: "(part of a sentence split for length)"}) : null),
@@ -374,7 +382,7 @@ function errorsView(view) {
 function scoresView(e) {
   const head = DIFF ? ["", "A", "B", "B − A"] : ["", "value"];
   const rows = META.scores.map((s, i) => h("tr", null, h("td", null, h("code", {text: s.name})),
-    e.views.map((v) => h("td", {class: "num", text: fmtScore(v ? v.s[i] : null, s.name)})),
+    e.views.map((v) => h("td", {class: "num", text: viewScore(v, i, s.name)})),
     DIFF ? h("td", {class: "num", text: fmtSigned(e.delta(i))}) : null));
   META.verdicts.forEach((name, i) => {
     rows.push(h("tr", null, h("td", null, h("code", {text: name})),

@@ -106,6 +106,10 @@ function banners() {
       "The two runs read different input rows (their input hashes differ); they are compared on the " +
       fmtInt(META.comparison.n_shared) + " rows they share by id."));
   }
+  if (DIFF && META.bands_note) {
+    out.push(h("div", {class: "banner warn"}, h("strong", {text: "Different verdict bands. "}),
+      "Note: " + META.bands_note + "."));
+  }
   if (META.limits.level > 0 && META.limits.over) {
     out.push(h("div", {class: "banner warn"}, "This report is larger than its size target even with " +
       "every text cut; see the note at the bottom of the page."));
@@ -182,7 +186,10 @@ function histogram(score, si) {
       n++; sum += x;
       counts[Math.max(0, Math.min(BINS - 1, Math.floor((x - lo) / width)))]++;
     }
-    return {counts, n, mean: n ? sum / n : null};
+    // The mean line and its n are the run summary's (refusals and errors left out, the one rule of the
+    // summary table), not this drawing's: the bars count every scored row, refusals included.
+    const stat = META.runs[r].summary?.[score.metric]?.scores?.[score.name];
+    return stat ? {counts, n: stat.n, mean: stat.mean} : {counts, n, mean: n ? sum / n : null};
   });
   const top = Math.max(1, ...series.flatMap((s) => s.counts));
   const X = (x) => PAD_L + ((x - lo) / (hi - lo)) * (HW - PAD_L - PAD_R);
@@ -207,8 +214,9 @@ function histogram(score, si) {
         stroke: "#8a909c", "stroke-dasharray": "3 3"}));
     }
     const origin = bands.origin && bands.origin !== "default" ? " (" + bands.origin + ")" : " (default)";
-    legend.push(h("span", {text: "bands of " + bands.aggregation + origin + ": ungrounded < " +
-      fmt(bands.ungrounded_below, 2) + " ≤ unsure < " + fmt(bands.grounded_at, 2) + " ≤ grounded"}));
+    // The edges as Python wrote them (every digit they have): the same text as the terminal's.
+    legend.push(h("span", {text: "bands of " + bands.aggregation + origin + (DIFF ? " (run B)" : "") +
+      ": " + bands.text}));
   }
   series.forEach((s, r) => {
     const last = r === RUNS.length - 1;
@@ -242,7 +250,8 @@ function histogram(score, si) {
   }
   legend.push(h("span", {text: "╌ mean"}));
   const means = series.map((s, r) => (DIFF ? "AB"[r] + " " : "") + "mean " + fmtScore(s.mean, score.name) +
-    " · n " + fmtInt(s.n)).join(" · ");
+    " · n " + fmtInt(s.n)).join(" · ") + (META.runs.some((run) => run.summary?.[score.metric]?.refusals) ?
+    " (refusals left out, as in the summary)" : "");
   return h("div", {class: "hist", "data-score": score.name},
     h("div", {class: "hist-title"}, h("b", {text: score.name}), h("span", {class: "muted", text: means})),
     svg, h("div", {class: "legend"}, legend));
