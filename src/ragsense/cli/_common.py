@@ -102,6 +102,16 @@ def add_consens_options(parser: Parser, what: str) -> None:
             "single document whole; 'window': the model window only"
         ),
     )
+    parser.add_argument(
+        "--no-binding-check",
+        dest="binding",
+        action="store_false",
+        help=(
+            "skip ConSens's binding check (variants of the answer's stated names, numbers, dates and "
+            "negations scored after the same prompt; docs/metrics.md): faster, blind to stated facts "
+            "bound wrongly"
+        ),
+    )
 
 
 def model_name_from_args(args: argparse.Namespace) -> str:

@@ -147,6 +147,7 @@ def metrics_from_args(args: argparse.Namespace) -> list[Metric]:
         "aggregation": args.aggregation,
         "bands": args.bands,  # a path: ConSens reads it and refuses bands fitted on another aggregation
         "context_budget": args.context_budget,
+        "binding": args.binding,
     }
     per_metric: dict[str, dict[str, Any]] = {
         "consens": consens,

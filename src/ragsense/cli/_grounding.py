@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
         model_options=options,
         bands=args.bands,
         context_budget=args.context_budget,
+        binding=args.binding,
     )
     columns: list[tuple[str, int, Any]] = [
         ("id", 14, row_id),

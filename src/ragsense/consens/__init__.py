@@ -63,23 +63,21 @@ from ragsense.consens._metric import (
     rederived_row,
 )
 from ragsense.consens._prompt import PAPER_TEMPLATE, PromptTemplate
-from ragsense.consens._scorer import (
+from ragsense.consens._result import (
     ATTRIBUTION_AGGREGATION,
     DEFAULT_AGGREGATION,
     DEFAULT_BANDS,
     GROUNDED_AT,
     LEGACY_RAW_FIELD,
-    NO_CONTEXT_CACHE,
     UNGROUNDED_BELOW,
     DocumentAttribution,
     GroundingResult,
-    GroundingScorer,
-    NoContextCache,
     WordDetail,
     check_bands,
     default_bands,
     verdict,
 )
+from ragsense.consens._scorer import NO_CONTEXT_CACHE, GroundingScorer, NoContextCache
 from ragsense.consens._select import (
     AUTO_BUDGET,
     AUTO_MIN_DOCUMENTS,

@@ -162,7 +162,7 @@ def learned_features(words: Sequence[ScoredWord], answer: str, contexts: Sequenc
     """The :data:`FEATURES` of one answer: its scored words (as a ConSens pass returns them, offsets
     into ``answer``) and the context documents the pass read.
 
-    >>> from ragsense.consens._scorer import WordDetail
+    >>> from ragsense.consens._result import WordDetail
     >>> def w(text, start, d, stated):
     ...     return WordDetail(text, start, start + len(text), None, None, 1.0, 1.0 + d, stated)
     >>> ctx = ["Marie Curie discovered polonium in 1898. Pierre named the element."]

@@ -11,15 +11,8 @@ from ragsense.consens._binding import DEFAULT_BINDING, BindingCheck
 from ragsense.consens._learned import learned_verdict
 from ragsense.consens._math import Aggregation
 from ragsense.consens._prompt import PromptTemplate
-from ragsense.consens._scorer import (
-    DEFAULT_AGGREGATION,
-    LEGACY_RAW_FIELD,
-    NO_CONTEXT_CACHE,
-    GroundingResult,
-    GroundingScorer,
-    NoContextCache,
-    check_bands,
-)
+from ragsense.consens._result import DEFAULT_AGGREGATION, LEGACY_RAW_FIELD, GroundingResult, check_bands
+from ragsense.consens._scorer import NO_CONTEXT_CACHE, GroundingScorer, NoContextCache
 from ragsense.consens._select import (
     DEFAULT_CONTEXT_BUDGET,
     DEFAULT_CONTEXT_POLICY,

@@ -41,13 +41,7 @@ from ragsense.guard._auth import ANONYMOUS, KeyLimiter
 from ragsense.guard._batcher import MicroBatcher, NotAccepting, QueueFull
 from ragsense.guard._check import Guard, Options, shape_result
 from ragsense.guard._config import GuardConfig
-from ragsense.guard._intake import (
-    HostCheck,
-    Inflater,
-    is_json_media_type,
-    json_response,
-    validation_error,
-)
+from ragsense.guard._intake import HostCheck, Inflater, is_json_media_type, json_response, validation_error
 from ragsense.guard._limits import (
     GuardRequestError,
     ValueCounter,

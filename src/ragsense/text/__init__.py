@@ -12,13 +12,8 @@ Sentences of a context and atomic statements of an answer, for per-statement jud
 """
 
 from ragsense.text._align import align_tokens_to_words, word_logprob_sums
-from ragsense.text._binding import (
-    DEFAULT_MAX_VARIANTS,
-    BindableSpan,
-    BindingVariant,
-    bindable_spans,
-    binding_variants,
-)
+from ragsense.text._bindable import BindableSpan, bindable_spans
+from ragsense.text._binding import DEFAULT_MAX_VARIANTS, BindingVariant, binding_variants
 from ragsense.text._closed_class import CLOSED_CLASS_WORDS, is_closed_class
 from ragsense.text._content import ContentSelection, DropReason, Fallback, content_words
 from ragsense.text._refusal import is_refusal

@@ -8,18 +8,7 @@ same prompt, and a variant the context makes more likely than the answer marks t
 misbound (:mod:`ragsense.consens._binding`). This module finds the spans and builds the variants,
 with fixed rules and no model.
 
-**Spans** (:func:`bindable_spans`), each with a kind; only spans of the same kind replace each other:
-
-* ``number``: digits (``3``, ``1,000``, ``2.5``) and the number words zero to twenty, thirty to
-  ninety and hundred/thousand; the word after it is kept as its *unit* (``5 million``, ``$3``,
-  ``40 percent``), and a substitute with the same unit is tried first;
-* ``year``: four digits from 1000 to 2199;
-* ``ordinal``: ``first`` to ``twentieth`` and ``1st``, ``2nd``, ``23rd``...;
-* ``month`` and ``weekday`` names (a date is its month, day and year, each rebound alone);
-* ``name``: a run of capitalised words (``Maria Lopez``, ``New York``), joined by ``of``/``de``/
-  ``van``/``von``/``der``/``la``/``le``/``du``/``da``/``di`` between two capitalised words; a
-  capitalised word that opens a sentence counts only when the other text also writes it
-  capitalised mid-sentence (so "The" or "Yes" never does), and closed-class words never do.
+The spans come from :func:`~ragsense.text.bindable_spans` (:mod:`ragsense.text._bindable`).
 
 **Variants** (:func:`binding_variants`), for the spans the context states (every word of the span
 matches a context word, :class:`~ragsense.text.ContextVocabulary`), most informative first and at most
@@ -49,10 +38,17 @@ it (the rest of the answer is the same text in both).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ragsense.text._bindable import (
+    NUMBER_OR_ORDINAL_WORDS,
+    ORDINAL_WORDS,
+    WORD_OF_NUMBER,
+    BindableSpan,
+    bindable_spans,
+    number_value,
+)
 from ragsense.text._closed_class import is_closed_class
 from ragsense.text._statements import split_sentences
 from ragsense.text._support import ContextVocabulary
@@ -60,80 +56,6 @@ from ragsense.text._words import Word, normalize_word, split_words
 
 DEFAULT_MAX_VARIANTS = 8
 """Variants scored per answer at most (the cost of the check grows with it)."""
-
-_CARDINALS = [
-    "zero",
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-    "thirteen",
-    "fourteen",
-    "fifteen",
-    "sixteen",
-    "seventeen",
-    "eighteen",
-    "nineteen",
-    "twenty",
-]
-_TENS = {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
-_BIG = {"hundred": 100, "thousand": 1000}
-_NUMBER_WORDS: dict[str, int] = {w: i for i, w in enumerate(_CARDINALS)} | _TENS | _BIG
-_WORD_OF_NUMBER = {v: k for k, v in _NUMBER_WORDS.items()}
-_ORDINAL_WORDS = [
-    "zeroth",
-    "first",
-    "second",
-    "third",
-    "fourth",
-    "fifth",
-    "sixth",
-    "seventh",
-    "eighth",
-    "ninth",
-    "tenth",
-    "eleventh",
-    "twelfth",
-    "thirteenth",
-    "fourteenth",
-    "fifteenth",
-    "sixteenth",
-    "seventeenth",
-    "eighteenth",
-    "nineteenth",
-    "twentieth",
-]
-_ORDINALS: dict[str, int] = {w: i for i, w in enumerate(_ORDINAL_WORDS) if i}
-_ORDINAL_DIGITS = re.compile(r"^(\d+)(st|nd|rd|th)$")
-_MONTHS = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-]
-_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-_YEAR = re.compile(r"^(1\d{3}|20\d{2}|21\d{2})$")
-_DIGITS = re.compile(r"^\d[\d,]*(\.\d+)?$")
-# Lowercase words that may join two capitalised words inside one name ("Bank of England").
-_NAME_JOINERS = frozenset(["of", "de", "van", "von", "der", "la", "le", "du", "da", "di", "del"])
-# Sentence-initial capitals that are never names even when the other text capitalises them.
-_NEVER_NAMES = frozenset({"i"})
 _NEGATIONS = frozenset({"not", "never"})
 _AUXILIARIES = frozenset(
     [
@@ -170,23 +92,6 @@ _NEGATION_MIN_STATED = 0.5  # share of a sentence's content words the context mu
 
 
 @dataclass(frozen=True)
-class BindableSpan:
-    """A span of some text that a fact can be bound to: ``text == source[start:end]``.
-
-    ``kind`` is one of ``number``, ``year``, ``ordinal``, ``month``, ``weekday``, ``name``; ``value``
-    compares spans of a kind (a number's value, a name's normalised words); ``unit`` is the word after
-    a number (``million``), empty otherwise.
-    """
-
-    kind: str
-    text: str
-    start: int
-    end: int
-    value: str
-    unit: str = ""
-
-
-@dataclass(frozen=True)
 class BindingVariant:
     """The answer with one change: ``text`` is the whole changed answer.
 
@@ -208,151 +113,19 @@ class BindingVariant:
     variant_cut: int
 
 
-def _number_value(norm: str) -> str | None:
-    if norm in _NUMBER_WORDS:
-        return str(_NUMBER_WORDS[norm])
-    if _DIGITS.match(norm):
-        plain = norm.replace(",", "")
-        if "." in plain:
-            plain = plain.rstrip("0").rstrip(".")
-        return plain.lstrip("0") or "0"
-    return None
-
-
-def _ordinal_value(norm: str) -> str | None:
-    if norm in _ORDINALS:
-        return str(_ORDINALS[norm])
-    m = _ORDINAL_DIGITS.match(norm)
-    return str(int(m.group(1))) if m else None
-
-
-def _capitalised(word: str) -> bool:
-    return (word[:1].isupper() and not word.isupper()) or (word.isupper() and len(word) > 1)
-
-
-def _sentence_starts(text: str) -> set[int]:
-    """Positions where a sentence starts (its first word may be capitalised for that reason alone)."""
-    return {s.start for s in split_sentences(text)}
-
-
-def _name_forms(texts: Sequence[str]) -> set[str]:
-    """Normalised words that some text writes capitalised away from a sentence start."""
-    forms: set[str] = set()
-    for text in texts:
-        starts = _sentence_starts(text)
-        for w in split_words(text):
-            if w.start not in starts and _capitalised(w.text) and not w.text[:1].isdigit():
-                forms.add(normalize_word(w.text))
-    return forms
-
-
-def _is_name_word(word: Word, starts: set[int], known_names: set[str]) -> bool:
-    norm = normalize_word(word.text)
-    if not _capitalised(word.text) or word.text[:1].isdigit() or norm in _NEVER_NAMES:
-        return False
-    if not _plain_word(norm) or is_closed_class(_bare(norm)):
-        return False
-    return word.start not in starts or norm in known_names
-
-
-def _bare(norm: str) -> str:
-    """A normalised word without a possessive ``'s`` ("tate's" -> "tate")."""
-    return norm[:-2] if norm.endswith("'s") and len(norm) > 2 else norm
-
-
-def _plain_word(norm: str) -> bool:
-    """Not a number, ordinal, month or weekday (those are spans of their own kinds)."""
-    return not (
-        norm in _MONTHS or norm in _WEEKDAYS or _number_value(norm) is not None or _ordinal_value(norm)
-    )
-
-
-def bindable_spans(text: str, other_texts: Sequence[str] = ()) -> list[BindableSpan]:
-    """The bindable spans of ``text``, in text order (see the module docstring for the kinds).
-
-    ``other_texts`` help decide whether a capitalised sentence-initial word is a name (it is when
-    ``text`` or one of them writes it capitalised mid-sentence).
-
-    >>> [(s.kind, s.text, s.unit) for s in bindable_spans("In March 2004 the Oslo office hired 40 staff.")]
-    [('month', 'March', ''), ('year', '2004', ''), ('name', 'Oslo', ''), ('number', '40', 'staff')]
-    >>> [(s.kind, s.value) for s in bindable_spans("From the second day on, she was fourth.")]
-    [('ordinal', '2'), ('ordinal', '4')]
-    """
-    words = split_words(text)
-    starts = _sentence_starts(text)
-    known_names = _name_forms([text, *other_texts])
-    spans: list[BindableSpan] = []
-    i = 0
-    while i < len(words):
-        w = words[i]
-        norm = normalize_word(w.text)
-        opens_name = (
-            w.start in starts
-            and _capitalised(w.text)
-            and not is_closed_class(norm)
-            and _plain_word(norm)
-            and i + 1 < len(words)
-            and text[w.end : words[i + 1].start] == " "
-            and _is_name_word(words[i + 1], starts, known_names)
-        )  # "Ana Ruiz joined": a capital that opens the sentence, followed by a name word
-        if opens_name or _is_name_word(w, starts, known_names):
-            j = i + 1
-            while j < len(words):
-                gap = text[words[j - 1].end : words[j].start]
-                if gap != " ":
-                    break
-                if _is_name_word(words[j], starts, known_names):
-                    j += 1
-                elif (
-                    normalize_word(words[j].text) in _NAME_JOINERS
-                    and j + 1 < len(words)
-                    and text[words[j].end : words[j + 1].start] == " "
-                    and _is_name_word(words[j + 1], starts, known_names)
-                ):
-                    j += 2
-                else:
-                    break
-            first, last = words[i], words[j - 1]
-            value = " ".join(_bare(normalize_word(x.text)) for x in words[i:j])
-            spans.append(BindableSpan("name", text[first.start : last.end], first.start, last.end, value))
-            i = j
-            continue
-        kind, value = "", ""
-        if _YEAR.match(norm):
-            kind, value = "year", norm
-        elif (number := _number_value(norm)) is not None:
-            kind, value = "number", number
-        elif (ordinal := _ordinal_value(norm)) is not None:
-            kind, value = "ordinal", ordinal
-        elif norm in _MONTHS:
-            kind, value = "month", norm
-        elif norm in _WEEKDAYS:
-            kind, value = "weekday", norm
-        if kind:
-            unit = ""
-            if kind == "number" and i + 1 < len(words) and text[w.end : words[i + 1].start].strip() == "":
-                nxt = normalize_word(words[i + 1].text)
-                unit = "" if is_closed_class(nxt) else nxt
-            if kind == "number" and text[max(0, w.start - 1) : w.start] in "$€£¥" and w.start > 0:
-                unit = text[w.start - 1] + unit
-            spans.append(BindableSpan(kind, w.text, w.start, w.end, value, unit))
-        i += 1
-    return spans
-
-
 def _surface(target: BindableSpan, source: BindableSpan) -> str:
     """``source``'s value written in ``target``'s form (digits for digits, words for words)."""
     if target.kind in ("number", "ordinal") and target.kind == source.kind:
         as_word = target.text[:1].isalpha()
         value = int(float(source.value)) if source.value.replace(".", "", 1).isdigit() else None
         if target.kind == "number":
-            if as_word and value is not None and str(value) == source.value and value in _WORD_OF_NUMBER:
-                return _WORD_OF_NUMBER[value]
-            if not as_word and _number_value(normalize_word(source.text)) is not None:
+            if as_word and value is not None and str(value) == source.value and value in WORD_OF_NUMBER:
+                return WORD_OF_NUMBER[value]
+            if not as_word and number_value(normalize_word(source.text)) is not None:
                 return source.value if source.text[:1].isalpha() else source.text
         else:
-            if as_word and value is not None and 0 < value < len(_ORDINAL_WORDS):
-                return _ORDINAL_WORDS[value]
+            if as_word and value is not None and 0 < value < len(ORDINAL_WORDS):
+                return ORDINAL_WORDS[value]
             if not as_word and value is not None:
                 suffix = {1: "st", 2: "nd", 3: "rd"}.get(value % 10 if value % 100 not in (11, 12, 13) else 0)
                 return f"{value}{suffix or 'th'}"
@@ -366,7 +139,7 @@ def _cased(replacement: str, original: str) -> str:
         # A number or ordinal word mid-sentence stays lowercase; a name keeps its capital.
         return (
             replacement
-            if replacement.split()[0].lower() not in _NUMBER_WORDS | _ORDINALS
+            if replacement.split()[0].lower() not in NUMBER_OR_ORDINAL_WORDS
             else (replacement[:1].lower() + replacement[1:])
         )
     return replacement

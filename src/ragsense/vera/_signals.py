@@ -132,8 +132,10 @@ class AdherenceSignals:
 
             model = self.pool.get(self.consens_spec)
             cache = self.pool.shared(model, NO_CONTEXT_CACHE, NoContextCache)
+            # The binding check moves only the scores that read stated flags, not the adherence
+            # signal's aggregation: it would cost variants and change nothing here.
             self._consens_scorer = GroundingScorer(
-                model, aggregation=ADHERENCE_AGGREGATION, no_context_cache=cache
+                model, aggregation=ADHERENCE_AGGREGATION, no_context_cache=cache, binding=None
             )
         return self._consens_scorer
 
