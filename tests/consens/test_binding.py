@@ -140,7 +140,9 @@ def test_no_check_and_no_variants_mean_the_same_scores() -> None:
     for _ in range(60):
         answer = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(2, 14))) + "."
         context = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(5, 40))) + "."
-        [on] = asyncio.run(GroundingScorer(model).score([("what applies?", [context], answer)]))
+        [on] = asyncio.run(
+            GroundingScorer(model, binding=DEFAULT_BINDING).score([("what applies?", [context], answer)])
+        )
         [off] = asyncio.run(
             GroundingScorer(model, binding=None).score([("what applies?", [context], answer)])
         )
@@ -154,7 +156,7 @@ def test_rows_without_findings_score_bit_for_bit_as_without_the_check() -> None:
     # Variants are scored (names, years), none preferred: the score is the one without the check.
     context = ["Ana Ruiz founded the firm in 2004. Ben Cole joined it in 1998."]
     row = ("Who founded the firm?", context, "Ana Ruiz founded the firm in 2004.")
-    [on] = asyncio.run(GroundingScorer(FakeModel()).score([row]))
+    [on] = asyncio.run(GroundingScorer(FakeModel(), binding=DEFAULT_BINDING).score([row]))
     [off] = asyncio.run(GroundingScorer(FakeModel(), binding=None).score([row]))
     assert isinstance(on, GroundingResult) and isinstance(off, GroundingResult)
     assert on.binding_variants > 0 and on.binding == []
@@ -164,21 +166,32 @@ def test_rows_without_findings_score_bit_for_bit_as_without_the_check() -> None:
 def test_the_finding_travels_through_evaluate_and_back() -> None:
     reader = _Reader()
     run = evaluate(
-        [{"question": QUESTION, "contexts": CONTEXT, "answer": WRONG}], [ConSens(reader)], progress=False
+        [{"question": QUESTION, "contexts": CONTEXT, "answer": WRONG}],
+        [ConSens(reader, binding=True)],
+        progress=False,
     )
     [row] = run.rows
     assert row["binding"][0]["replacement"] == "fourth" and row["binding_variants"] >= 1
     back = GroundingResult.from_dict(row)
     assert back.binding == [BindingFinding.from_dict(row["binding"][0])]
-    assert ConSens(reader).settings()["binding"]["max_variants"] == 8
+    assert ConSens(reader, binding=True).settings()["binding"]["max_variants"] == 8
     assert ConSens(reader, binding=False).settings()["binding"] is None
 
 
 def test_refusals_are_not_checked() -> None:
     [res] = asyncio.run(
-        GroundingScorer(_Reader()).score([(QUESTION, CONTEXT, "I cannot answer that from the context.")])
+        GroundingScorer(_Reader(), binding=DEFAULT_BINDING).score(
+            [(QUESTION, CONTEXT, "I cannot answer that from the context.")]
+        )
     )
     assert isinstance(res, GroundingResult) and res.binding is None and res.verdict == "refusal"
+
+
+def test_the_default_follows_the_rule() -> None:
+    from ragsense.consens import BINDING_ON_BY_DEFAULT
+
+    assert (ConSens("fake").binding is not None) == BINDING_ON_BY_DEFAULT
+    assert (GroundingScorer(FakeModel()).binding is not None) == BINDING_ON_BY_DEFAULT
 
 
 def test_bad_settings_are_refused() -> None:

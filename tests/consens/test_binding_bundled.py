@@ -46,7 +46,7 @@ def test_the_trials_recombined_answers_are_not_grounded_and_say_why(smollm2) -> 
         for k, (q, right, wrong, _) in enumerate(CASES)
         for tag, a in (("right", right), ("wrong", wrong))
     ]
-    run = evaluate(rows, ["consens"], model=smollm2, progress=False)
+    run = evaluate(rows, [ConSens(smollm2, binding=True)], progress=False)
     by_id = {r["id"]: r for r in run.rows}
     for k, (_, _, _, reason) in enumerate(CASES):
         right, wrong = by_id[f"{k}-right"], by_id[f"{k}-wrong"]

@@ -9,6 +9,7 @@ from ragsense.cli._numbers import context_budget, non_negative_int, positive_int
 from ragsense.consens import (
     AUTO_BUDGET,
     AUTO_MIN_DOCUMENTS,
+    BINDING_ON_BY_DEFAULT,
     DEFAULT_AGGREGATION,
     DEFAULT_CONTEXT_BUDGET,
     Aggregation,
@@ -103,13 +104,16 @@ def add_consens_options(parser: Parser, what: str) -> None:
         ),
     )
     parser.add_argument(
-        "--no-binding-check",
+        "--binding-check",
         dest="binding",
-        action="store_false",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help=(
-            "skip ConSens's binding check (variants of the answer's stated names, numbers, dates and "
-            "negations scored after the same prompt; docs/metrics.md): faster, blind to stated facts "
-            "bound wrongly"
+            "run (or with --no-binding-check skip) ConSens's binding check: variants of the answer's "
+            "stated names, numbers, dates and negations scored after the same prompt, a rebinding the "
+            "context prefers counting against the answer (docs/metrics.md; default: "
+            + ("on" if BINDING_ON_BY_DEFAULT else "off")
+            + ")"
         ),
     )
 

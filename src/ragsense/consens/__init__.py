@@ -12,6 +12,7 @@ True
 """
 
 from ragsense.consens._binding import (
+    BINDING_ON_BY_DEFAULT,
     DEFAULT_BINDING,
     BindingCheck,
     BindingFinding,
@@ -107,6 +108,7 @@ __all__ = [
     "AUTO_MIN_DOCUMENTS",
     "AUTO_POLICY",
     "BANDS_FORMAT",
+    "BINDING_ON_BY_DEFAULT",
     "CONSENS_FIELDS",
     "CONTEXT_POLICIES",
     "DEFAULT_AGGREGATION",

@@ -71,7 +71,14 @@ class BindingCheck:
 
 
 DEFAULT_BINDING = BindingCheck()
-"""The binding check every ConSens scorer runs unless told otherwise."""
+"""The binding check's default settings (what ``ConSens(binding=True)`` runs)."""
+
+BINDING_ON_BY_DEFAULT = True
+"""Whether ConSens runs the binding check when not told: rule 5 of papers/consens/binding_check.py
+decides it (docs/results.md, "The binding check (issue 46)")."""
+
+DEFAULT_BINDING_SETTING: BindingCheck | None = DEFAULT_BINDING if BINDING_ON_BY_DEFAULT else None
+"""What a scorer runs when not told: :data:`DEFAULT_BINDING`, or None when the check is opt-in."""
 
 
 @dataclass(frozen=True)

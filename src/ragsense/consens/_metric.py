@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragsense.consens._binding import DEFAULT_BINDING, BindingCheck
+from ragsense.consens._binding import DEFAULT_BINDING, DEFAULT_BINDING_SETTING, BindingCheck
 from ragsense.consens._learned import learned_verdict
 from ragsense.consens._math import Aggregation
 from ragsense.consens._prompt import PromptTemplate
@@ -85,14 +85,17 @@ def rederived_row(record: Mapping[str, Any], bands: Bands, *, refusal: bool | No
 
 
 def binding_check(binding: BindingCheck | bool | None) -> BindingCheck | None:
-    """The binding check a ConSens option asks for: ``True`` the default check, ``False``/``None`` none.
+    """The binding check a ConSens option asks for: ``True`` the default check, ``False`` none, ``None``
+    what ConSens runs when not told (:data:`~ragsense.consens.BINDING_ON_BY_DEFAULT`).
 
     >>> binding_check(True) is DEFAULT_BINDING, binding_check(False)
     (True, None)
     """
+    if binding is None:
+        return DEFAULT_BINDING_SETTING
     if binding is True:
         return DEFAULT_BINDING
-    if binding is False or binding is None:
+    if binding is False:
         return None
     if isinstance(binding, BindingCheck):
         return binding
@@ -116,7 +119,8 @@ class ConSens:
     (``"relevance"``, what ``"auto"`` reads under a number of tokens), or its start (``"tail"``), in
     their original order; the row lists ``kept_documents``, ``context_tokens_dropped``,
     ``context_selection`` and sets ``truncated`` (docs/metrics.md). ``binding``: the binding check
-    (on by default; ``False`` turns it off, a :class:`~ragsense.consens.BindingCheck` sets it): variants
+    (``True`` runs it, ``False`` does not, a :class:`~ragsense.consens.BindingCheck` sets it; ``None``,
+    the default, follows :data:`~ragsense.consens.BINDING_ON_BY_DEFAULT`): variants
     of the answer's context-stated spans scored under the same prompt, a rebinding the context prefers
     counting against the answer (``binding``, ``binding_variants``; docs/metrics.md).
 
@@ -146,7 +150,7 @@ class ConSens:
         bands: Bands | str | None = None,
         context_budget: ContextBudget = DEFAULT_CONTEXT_BUDGET,
         context_policy: str = DEFAULT_CONTEXT_POLICY,
-        binding: BindingCheck | bool | None = True,
+        binding: BindingCheck | bool | None = None,
     ) -> None:
         try:
             self.aggregation = Aggregation(aggregation)
@@ -250,7 +254,7 @@ def attribution_metric(
     bands: Bands | str | None = None,
     context_budget: ContextBudget = DEFAULT_CONTEXT_BUDGET,
     context_policy: str = DEFAULT_CONTEXT_POLICY,
-    binding: BindingCheck | bool | None = True,
+    binding: BindingCheck | bool | None = None,
 ) -> ConSens:
     """``--metrics attribution``: ConSens with leave-one-document-out attribution.
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ragsense.consens._binding import (
-    DEFAULT_BINDING,
+    DEFAULT_BINDING_SETTING,
     BindingCheck,
     BindingFinding,
     BindingPlan,
@@ -118,7 +118,7 @@ class GroundingScorer:
         bands: Bands | None = None,
         context_budget: ContextBudget = DEFAULT_CONTEXT_BUDGET,
         context_policy: str = DEFAULT_CONTEXT_POLICY,
-        binding: BindingCheck | None = DEFAULT_BINDING,
+        binding: BindingCheck | None = DEFAULT_BINDING_SETTING,
     ) -> None:
         # mypy rejects a Protocol where type[T] is expected (python/mypy#4717); require() only
         # uses it with isinstance, which a runtime_checkable Protocol supports.
