@@ -70,7 +70,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragsense.consens import BindingCheck, BindingFinding, ConSens, misbound_strengths, with_misbound
+from ragsense.consens import (
+    BindingCheck,
+    BindingFinding,
+    ConSens,
+    default_bands,
+    misbound_strengths,
+    with_misbound,
+)
 from ragsense.consens._math import Aggregation, consens_from_word_nll
 from ragsense.data import (
     default_data_dir,
@@ -454,20 +461,55 @@ def _scored(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if not r["result"].get("refusal")]
 
 
+def hand_verdicts(rows: Sequence[dict[str, Any]], min_margin: float, min_lift: float) -> dict[str, Any]:
+    """Verdict counts of the hand-written rows under the default bands, before and after the check."""
+    bands = default_bands()
+    out: dict[str, Any] = {}
+    for when, m in (("before", None), ("after", min_margin)):
+        for label, name in ((0, "recombined"), (1, "twins")):
+            counts: dict[str, int] = {}
+            for r in rows:
+                if r["label"] == label:
+                    v = (
+                        "refusal"
+                        if r["result"].get("refusal")
+                        else bands.verdict(support_with(r["result"], m, min_lift))
+                    )
+                    counts[v] = counts.get(v, 0) + 1
+            out[f"{name}_{when}"] = counts
+    out["recombined_grounded_after"] = sorted(
+        r["id"]
+        for r in rows
+        if r["label"] == 0 and bands.verdict(support_with(r["result"], min_margin, min_lift)) == "grounded"
+    )
+    return out
+
+
 def table(folder: Path) -> dict[str, Any]:
     """Rules 4 and 5 over the stored rows."""
     sets = {name: _scored(_load(folder, name)) for name in (*RECOMBINATION_SETS, *DEV_SETS, HAND_SET)}
-    sets = {k: v for k, v in sets.items() if v}
+    # A set not scored (or with one class only in a half) has no AUROC there: it is left out, and
+    # binding.json lists the rows each set had.
+    sets = {k: v for k, v in sets.items() if len({r["label"] for r in v}) == 2}
 
     def score_fn(m: float | None, lift: float) -> Callable[[dict[str, Any]], float]:
         return lambda r: support_with(r["result"], m, lift)
+
+    def score_fn16(m: float | None, lift: float) -> Callable[[dict[str, Any]], float]:
+        return lambda r: support_with(r["result"], m, lift, 16)
 
     def figure(rows: Sequence[dict[str, Any]], fn: Callable[[dict[str, Any]], float]) -> float:
         return auroc([r["label"] for r in rows], [fn(r) for r in rows])
 
     candidates = [(m, lift) for m in MARGINS for lift in LIFTS]
-    dev = {k: [r for r in v if r["dev"]] for k, v in sets.items()}
-    rep = {k: [r for r in v if not r["dev"]] for k, v in sets.items()}
+
+    def both(rows: list[dict[str, Any]]) -> bool:
+        return len({r["label"] for r in rows}) == 2
+
+    dev = {k: [r for r in v if r["dev"]] for k, v in sets.items() if k != HAND_SET}
+    dev = {k: v for k, v in dev.items() if both(v)}
+    rep = {k: [r for r in v if not r["dev"]] for k, v in sets.items() if k != HAND_SET}
+    rep = {k: v for k, v in rep.items() if both(v)}
     before_dev = {k: figure(v, score_fn(None, 0.0)) for k, v in dev.items() if k in DEV_SETS}
     grid = []
     for m, lift in candidates:
@@ -518,6 +560,12 @@ def table(folder: Path) -> dict[str, Any]:
                     auroc_ci(rows, lambda r: r["result"]["similarity"]),
                 ],
             }
+        with16 = score_fn16(chosen["min_margin"], lift)
+        for k in RECOMBINATION_SETS:
+            if k in report:
+                report[k]["after_16_variants"] = [round(figure(rep[k], with16), 4), auroc_ci(rep[k], with16)]
+        if HAND_SET in sets:
+            report[HAND_SET] = hand_verdicts(sets[HAND_SET], chosen["min_margin"], lift)
         pooled = [r for k in RECOMBINATION_SETS for r in rep.get(k, [])]
         pooled_after = figure(pooled, after) if pooled else float("nan")
         drops = {k: round(report[k]["before"][0] - report[k]["after"][0], 4) for k in report if k in DEV_SETS}
@@ -527,7 +575,9 @@ def table(folder: Path) -> dict[str, Any]:
             "dev_drops": drops,
             "on_by_default": pooled_after >= 0.85 and all(d <= 0.01 for d in drops.values()),
         }
-    return {"grid": grid, "chosen": chosen, "report": report}
+    rows_scored = {k: {"dev": len(dev.get(k, [])), "report": len(rep.get(k, []))} for k in sets}
+    seconds = {k: round(sum(r["seconds"] for r in v) / len(v), 2) for k, v in sets.items()}
+    return {"rows": rows_scored, "seconds_per_row": seconds, "grid": grid, "chosen": chosen, "report": report}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

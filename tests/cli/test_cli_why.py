@@ -13,7 +13,7 @@ import pytest
 
 from ragsense.cli import main
 from ragsense.cli._run import top_document_cell, weakest_cell
-from ragsense.consens import weakest_words
+from ragsense.consens import default_bands, weakest_words
 from ragsense.data import sample_rows_path
 from ragsense.guard._check import shape_result
 from ragsense.report._data import weakest_positions
@@ -120,7 +120,7 @@ def test_the_guard_the_plugin_the_cli_and_the_report_name_the_weakest_words_in_o
     assert [w["word"] for w in weakest_words(ROW["words"], 5)] == ORDER
     guard = shape_result(ROW, "r1", 0.5, 5)["weakest_words"]
     assert [w["word"] for w in guard] == ORDER
-    message = _grounding_message(ROW, 0.5, explain=True).splitlines()
+    message = _grounding_message(ROW, 0.5, explain=True, bands=default_bands()).splitlines()
     start = next(i for i, line in enumerate(message) if "weakest words" in line) + 1
     assert [line.split()[0] for line in message[start : start + 3]] == ORDER
     assert weakest_cell(ROW) == "fourteen"  # the table names the unstated ones, in that order

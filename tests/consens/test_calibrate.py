@@ -38,7 +38,7 @@ def test_separated_classes_give_the_known_edges_at_precision_one() -> None:
     scores, labels = separated()
     bands = calibrate_bands(scores, labels, score="q25", target_precision=1.0)
     assert 0.1 < bands.grounded_at <= 0.2
-    assert 0.1 <= bands.ungrounded_below < 0.2
+    assert 0.1 < bands.ungrounded_below <= 0.2  # an edge may sit on the lowest grounded score
     fit = bands.fit
     for side in ("grounded", "ungrounded"):
         assert fit[side]["calls"] is True

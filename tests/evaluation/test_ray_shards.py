@@ -225,7 +225,7 @@ def test_files_parse_as_read_rows_parses_them(tmp_path: Path) -> None:
     as_json = tmp_path / "rows.json"
     as_json.write_text(json.dumps([*rows, 7]))
     for path in (jsonl, csv, parquet, as_json):
-        _same(parse_files([(path.name, path.read_bytes())]), list(read_rows(path, require_answer=False)))
+        _same(parse_files([(str(path), path.read_bytes())]), list(read_rows(path, require_answer=False)))
     parsed = parse_files([(jsonl.name, jsonl.read_bytes())])
     assert [type(r).__name__ for r in parsed] == ["RagRow", "RowError", "RagRow", "RagRow", "RowError"]
 

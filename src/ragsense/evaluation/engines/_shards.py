@@ -26,7 +26,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -419,8 +419,21 @@ def parse_files(files: Iterable[tuple[str, bytes]]) -> list[RowOrError]:
     # line or cell becomes the same error record it is in a single-process run.
     with tempfile.TemporaryDirectory(prefix="ragsense-ray-") as folder:
         local = []
+        names: dict[str, str] = {}
         for i, (name, data) in enumerate(files):
             path = Path(folder) / f"{i:05d}{Path(name).suffix.lower()}"
             path.write_bytes(data)
             local.append(path)
-        return list(read_files(local, require_answer=False))
+            names[repr(str(path))] = repr(str(name))
+        rows = list(read_files(local, require_answer=False))
+    # A row error names its file as the user gave it, not the copy aside (whose folder is random: the
+    # run's input fingerprint would change from one run to the next).
+    out: list[RowOrError] = []
+    for row in rows:
+        if isinstance(row, RowError):
+            message = row.message
+            for local_name, name in names.items():
+                message = message.replace(local_name, name)
+            row = replace(row, message=message)
+        out.append(row)
+    return out
