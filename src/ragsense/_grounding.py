@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragsense.consens import DEFAULT_AGGREGATION, Aggregation, Bands, ConSens, GroundingResult, PromptTemplate
+from ragsense.consens import (
+    DEFAULT_AGGREGATION,
+    Aggregation,
+    Bands,
+    BindingCheck,
+    ConSens,
+    GroundingResult,
+    PromptTemplate,
+)
 from ragsense.errors import InputError, ModelCallError
 from ragsense.evaluation import evaluate
 from ragsense.models import ModelSpec
@@ -25,12 +33,14 @@ def grounding(
     aggregation: Aggregation | str = DEFAULT_AGGREGATION,
     template: PromptTemplate | None = None,
     bands: Bands | str | None = None,
+    binding: BindingCheck | bool | None = None,
 ) -> GroundingResult:
     """ConSens grounding score of ``answer`` to ``question`` given ``contexts`` (a string or documents).
 
     The row runs through ``evaluate`` with one :class:`~ragsense.consens.ConSens` metric (so it is scored
     exactly as a file of rows would be) and comes back as a :class:`~ragsense.consens.GroundingResult`.
-    ``bands``: verdict bands (a :class:`~ragsense.consens.Bands` or a bands file), as for ``ConSens``.
+    ``bands``: verdict bands (a :class:`~ragsense.consens.Bands` or a bands file), and ``binding``: the
+    binding check (``True`` to run it), as for ``ConSens``.
     Raises :class:`~ragsense.errors.InputError` (naming the field) for unusable input and
     :class:`~ragsense.errors.ModelCallError` when the model fails.
 
@@ -44,7 +54,14 @@ def grounding(
     ragsense.errors.InputError: field 'answer': ...
     """
     docs = [contexts] if isinstance(contexts, str) else list(contexts)
-    metric = ConSens(model, attribution=attribution, aggregation=aggregation, template=template, bands=bands)
+    metric = ConSens(
+        model,
+        attribution=attribution,
+        aggregation=aggregation,
+        template=template,
+        bands=bands,
+        binding=binding,
+    )
     row = {"question": question, "contexts": docs, "answer": answer}
     [record] = evaluate([row], [metric], progress=False, desc="grounding").rows
     errors = record["errors"]
