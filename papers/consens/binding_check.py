@@ -102,6 +102,7 @@ LIFTS = (-math.inf, -2.0, 0.0, 1.0)
 LOOSEST = BindingCheck(max_variants=16, min_margin=0.0, min_lift=-math.inf)
 LOOSEST_8 = BindingCheck(max_variants=8, min_margin=0.0, min_lift=-math.inf)
 SHIPPED_VARIANTS = 8
+DEFAULT_CHECK = BindingCheck()  # what ConSens(binding=True) runs: the settings fixed before the rule ran
 _CHUNK = 8
 
 
@@ -580,6 +581,56 @@ def table(folder: Path) -> dict[str, Any]:
     return {"rows": rows_scored, "seconds_per_row": seconds, "grid": grid, "chosen": chosen, "report": report}
 
 
+def _fig(pair: Sequence[Any]) -> str:
+    value, (lo, hi) = pair
+    return f"{value:.3f} [{lo:.2f}, {hi:.2f}]"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """docs/results.md's tables from ``binding.json``: rule 4's grid on the development halves, then
+    every scored set's halves beside the baselines (no setting is chosen there)."""
+    out = [
+        "| min_margin | min_lift | eligible | mean recombination AUROC (dev) "
+        "| largest drop on a development set (dev) |",
+        "|---|---|---|---|---|",
+    ]
+    for g in result["grid"]:
+        worst = max(g["dev_drop"].items(), key=lambda kv: kv[1]) if g["dev_drop"] else ("-", 0.0)
+        out.append(
+            f"| {g['min_margin']:g} | {g['min_lift']} | {'yes' if g['eligible'] else 'no'} | "
+            f"{g['recombination_mean_auroc']:.3f} | {worst[0]} {worst[1]:+.3f} |"
+        )
+    return "\n".join(out)
+
+
+def halves_table(folder: Path, min_margin: float, min_lift: float) -> str:
+    """Each scored set's development and report halves: AUROC with the check (``min_margin``,
+    ``min_lift``, 8 variants) beside the score without it and the trivial baselines, 95% intervals."""
+    rows_out = [
+        "| set | half | n | without the check | with the check | lexical support | answer length "
+        "| MiniLM similarity |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in (*RECOMBINATION_SETS, *DEV_SETS):
+        rows = _scored(_load(folder, name))
+        for half, flag in (("dev", True), ("report", False)):
+            part = [r for r in rows if r["dev"] == flag]
+            if len({r["label"] for r in part}) < 2:
+                continue
+            cells = []
+            for fn in (
+                lambda r: support_with(r["result"], None, 0.0),
+                lambda r: support_with(r["result"], min_margin, min_lift),
+                lambda r: _lexical(r["result"]),
+                lambda r: -r["answer_words"],
+                lambda r: r["result"]["similarity"],
+            ):
+                y = [r["label"] for r in part]
+                cells.append(_fig([auroc(y, [fn(r) for r in part]), auroc_ci(part, fn)]))
+            rows_out.append(f"| {name} | {half} | {len(part)} | " + " | ".join(cells) + " |")
+    return "\n".join(rows_out)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=("score", "table"))
@@ -596,6 +647,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         (args.out / "binding.json").write_text(
             json.dumps(result, indent=1, allow_nan=False) + "\n", encoding="utf-8"
         )
+        print(markdown(result))
+        print()
+        print(halves_table(args.out, DEFAULT_CHECK.min_margin, DEFAULT_CHECK.min_lift))
         print(json.dumps(result["chosen"], indent=1))
         print(json.dumps(result["report"], indent=1))
 

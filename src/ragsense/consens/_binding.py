@@ -159,11 +159,13 @@ def stretch(
     >>> var.prompt, var.continuation, ans.continuation
     ('Q: It is red.', ' It was built in 2001.', ' It was built in 1999.')
     """
-    splits = (*prompt.splits, len(prompt.prompt))
     if variant.start == 0:
-        head = prompt.prompt
+        # The row's own prompt: the answer's request is then the row's own when the stretch is the
+        # whole answer, and is not scored twice.
+        head, splits = prompt.prompt, prompt.splits
         var, orig = continuation(variant.text[: variant.variant_cut]), continuation(answer[: variant.cut])
     else:
+        splits = (*prompt.splits, len(prompt.prompt))
         head = prompt.prompt + continuation(answer[: variant.start])
         var, orig = variant.text[variant.start : variant.variant_cut], answer[variant.start : variant.cut]
     return ScoreRequest(head, var, splits), ScoreRequest(head, orig, splits)
