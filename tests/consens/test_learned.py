@@ -133,3 +133,34 @@ def test_the_metric_scores_rows_with_the_json_through_evaluate() -> None:
     assert all("learned" in a["consens_without_by_aggregation"] for a in run.rows[1]["attribution"])
     # The fake model is not the reader the weights were fitted on, and the rows say so.
     assert all("the learned verdict was fitted on smollm2-135m's evidence" in r["notes"] for r in run.rows)
+
+
+def test_the_learned_score_is_computed_only_when_asked_and_changes_nothing_else() -> None:
+    """Issue 49: ``learned`` reads every context sentence, so only ``aggregation="learned"`` or
+    ``learned=True`` computes it; asked for beside another aggregation it adds its key and leaves every
+    other field as it was, bit for bit (the fields come from the same word NLLs)."""
+    rows = [
+        {"question": "Who discovered polonium?", "contexts": [CONTEXT], "answer": "Marie Curie, in 1898."},
+        {
+            "question": "Who discovered polonium?",
+            "contexts": [CONTEXT, "Geneva is in Switzerland."],
+            "answer": "A committee in Geneva, in 1949.",
+        },
+    ]
+    plain, asked = (
+        evaluate(rows, [ConSens(model="fake", attribution=True, learned=flag)], progress=False).rows
+        for flag in (False, True)
+    )
+    for p, a in zip(plain, asked, strict=True):
+        assert "learned" not in p["consens_by_aggregation"] and "learned" in a["consens_by_aggregation"]
+        words = [WordDetail(**w) for w in a["words"]]
+        kept = [a["contexts"][i] for i in a["kept_documents"]]
+        assert a["consens_by_aggregation"]["learned"] == learned_score(words, a["answer"], kept)[0]
+        a["consens_by_aggregation"].pop("learned")
+        for d in a["attribution"] or []:
+            d["consens_without_by_aggregation"].pop("learned")
+        assert all("learned" not in d["consens_without_by_aggregation"] for d in p["attribution"] or [])
+        assert p == a
+    # The option is in the run's settings only when set, so a run stored before it resumes as it was.
+    assert "learned" not in ConSens(model="fake").settings()
+    assert ConSens(model="fake", learned=True).settings()["learned"] is True

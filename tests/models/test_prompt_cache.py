@@ -193,3 +193,30 @@ def test_an_evicted_context_is_read_again_with_the_same_result(smollm2: Transfor
     assert first[0]["consens"] == again[0]["consens"]
     with pytest.raises(ParameterError, match="min_shared_prompt"):
         smollm2.with_settings(min_shared_prompt=0)
+
+
+def test_a_private_copy_of_a_dynamic_cache_shares_its_tensors_and_leaves_them_whole() -> None:
+    """Issue 49: a hit over transformers' ``DynamicLayer`` is a new cache object over the same tensors
+    (nothing copied), because every change the scoring code makes to it (``update``, ``crop``, the
+    batch operations) binds new tensors: after all of them on the copy the kept state is unchanged."""
+    from transformers.cache_utils import DynamicCache
+
+    kept = DynamicCache()
+    for layer in range(2):
+        kept.update(torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4), layer)
+    before = [(x.keys.clone(), x.values.clone()) for x in kept.layers]
+    store = PromptStateCache(max_tokens=100)
+    store.put(_key(5), kept, torch.zeros(1, 8))
+    hit = store.get(_key(5))
+    assert hit is not None and hit[0] is not kept
+    pairs = zip(hit[0].layers, kept.layers, strict=True)
+    assert all(h.keys is k.keys and h.values is k.values for h, k in pairs)
+    copy = hit[0]
+    copy.batch_repeat_interleave(3)
+    for layer in range(2):
+        copy.update(torch.ones(3, 2, 2, 4), torch.ones(3, 2, 2, 4), layer)
+    copy.crop(-1)
+    copy.batch_select_indices(torch.tensor([1]))
+    assert copy.get_seq_length() == 6 and kept.get_seq_length() == 5
+    for x, (keys, values) in zip(kept.layers, before, strict=True):
+        assert torch.equal(x.keys, keys) and torch.equal(x.values, values)

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 import ragsense.models._hf_scoring as scoring
+import ragsense.models._hf_shared as shared
 from ragsense.models import ScoreRequest
-from ragsense.models._hf_shared import MIN_SHARED_PROMPT
+from ragsense.models._hf_shared import MIN_SHARED_PROMPT, continuations_on_state, prompt_state
 from ragsense.models._transformers import TransformersModel
 
 pytestmark = pytest.mark.model
@@ -115,3 +116,43 @@ def test_a_straddling_continuation_keeps_its_own_group(smollm2: Any) -> None:
     for g, f in zip(got, full, strict=True):
         assert g.tokens == f.tokens and g.straddles_boundary == f.straddles_boundary
         assert list(g.logprobs) == pytest.approx(list(f.logprobs), abs=1e-4)
+
+
+def _on_state(model: TransformersModel, continuations: list[list[int]], max_rows: int | None) -> Any:
+    """Every continuation on one fresh prompt state of CONTEXT; also the prompt's tensors before."""
+    kernel = model._scorer.kernel
+    prompt = model._tokenizer(CONTEXT)["input_ids"]
+    with kernel.torch.inference_mode():
+        cache, last = prompt_state(kernel, prompt)
+        before = [(x.keys, x.values) for x in cache.layers]
+        lps = continuations_on_state(
+            kernel,
+            cache,
+            last,
+            len(prompt),
+            continuations,
+            pad_id=model._pad_id,
+            kv_tokens=1 << 20,
+            max_rows=max_rows,
+        )
+    return lps, before, cache
+
+
+@pytest.mark.parametrize("max_rows", [1, None])
+def test_continuations_reuse_the_prompt_state_bit_for_bit(
+    smollm2: Any, monkeypatch: pytest.MonkeyPatch, max_rows: int | None
+) -> None:
+    """Issue 49: on a DynamicLayer cache every group of continuations runs on the prompt's own tensors,
+    set back after it, instead of a deep copy each. The log-probs are those of the deep-copy route,
+    and (one row per pass) those of each continuation scored alone on its own fresh prompt state,
+    exactly; the cache comes back holding the prompt's very tensors."""
+    conts = [smollm2._tokenizer(a)["input_ids"] for a in (*ANSWERS, " Yes", " It was designed in 1931.")]
+    assert len({len(c) for c in conts}) >= 5 and min(len(c) for c in conts) == 1
+    reused, before, cache = _on_state(smollm2, conts, max_rows)
+    assert all(x.keys is k and x.values is v for x, (k, v) in zip(cache.layers, before, strict=True))
+    if max_rows == 1:
+        alone = [_on_state(smollm2, [c], 1)[0][0] for c in conts]
+        assert reused == alone
+    monkeypatch.setattr(shared, "croppable", lambda cache: False)  # the deep copy per group
+    copied, _, _ = _on_state(smollm2, conts, max_rows)
+    assert reused == copied

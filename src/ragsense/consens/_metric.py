@@ -122,7 +122,9 @@ class ConSens:
     (``True`` runs it, ``False`` does not, a :class:`~ragsense.consens.BindingCheck` sets it; ``None``,
     the default, follows :data:`~ragsense.consens.BINDING_ON_BY_DEFAULT`): variants
     of the answer's context-stated spans scored under the same prompt, a rebinding the context prefers
-    counting against the answer (``binding``, ``binding_variants``; docs/metrics.md).
+    counting against the answer (``binding``, ``binding_variants``; docs/metrics.md). ``learned``:
+    also compute the ``learned`` score in ``consens_by_aggregation`` when it is not the aggregation
+    (it reads every context sentence, so by default only ``aggregation="learned"`` computes it).
 
     >>> from ragsense import evaluate
     >>> run = evaluate([{"question": "Who designs proteins?",
@@ -151,6 +153,7 @@ class ConSens:
         context_budget: ContextBudget = DEFAULT_CONTEXT_BUDGET,
         context_policy: str = DEFAULT_CONTEXT_POLICY,
         binding: BindingCheck | bool | None = None,
+        learned: bool = False,
     ) -> None:
         try:
             self.aggregation = Aggregation(aggregation)
@@ -166,6 +169,7 @@ class ConSens:
         self.context_budget = check_context_budget(context_budget)
         self.context_policy = check_context_policy(context_policy)
         self.binding = binding_check(binding)
+        self.learned = learned
         self.template = template or PromptTemplate()
         self.fields = CONSENS_FIELDS + (ATTRIBUTION_FIELDS if attribution else ())
         self._scorer: GroundingScorer | None = None
@@ -182,6 +186,8 @@ class ConSens:
             "context_budget": self.context_budget,
             "context_policy": self.context_policy,
             "binding": None if self.binding is None else self.binding.to_dict(),
+            # Only when asked for, so a run stored before the option resumes under the same settings.
+            **({"learned": True} if self.learned else {}),
         }
 
     def model_fingerprints(self) -> dict[str, str]:
@@ -200,6 +206,7 @@ class ConSens:
             context_budget=self.context_budget,
             context_policy=self.context_policy,
             binding=self.binding,
+            learned=self.learned,
         )
 
     async def results(self, rows: Sequence[RagRow]) -> list[GroundingResult | InputError]:
@@ -255,6 +262,7 @@ def attribution_metric(
     context_budget: ContextBudget = DEFAULT_CONTEXT_BUDGET,
     context_policy: str = DEFAULT_CONTEXT_POLICY,
     binding: BindingCheck | bool | None = None,
+    learned: bool = False,
 ) -> ConSens:
     """``--metrics attribution``: ConSens with leave-one-document-out attribution.
 
@@ -276,4 +284,5 @@ def attribution_metric(
         context_budget=context_budget,
         context_policy=context_policy,
         binding=binding,
+        learned=learned,
     )

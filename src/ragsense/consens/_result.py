@@ -117,7 +117,8 @@ class WordDetail:
 @dataclass(frozen=True)
 class DocumentAttribution:
     """What happens to the score when document ``index`` is left out of the context: ``consens_without``
-    and ``drop`` use :data:`ATTRIBUTION_AGGREGATION`; ``consens_without_by_aggregation`` has the others."""
+    and ``drop`` use :data:`ATTRIBUTION_AGGREGATION`; ``consens_without_by_aggregation`` has the others
+    (``learned`` where the row's has it)."""
 
     index: int
     consens_without: float
@@ -128,7 +129,8 @@ class DocumentAttribution:
 
 @dataclass(frozen=True)
 class GroundingResult:
-    """ConSens of one answer. ``consens`` uses ``aggregation``; ``consens_by_aggregation`` has every one.
+    """ConSens of one answer. ``consens`` uses ``aggregation``; ``consens_by_aggregation`` has every one
+    (``learned`` only where it was asked for: the scorer's ``learned`` option or its aggregation).
     ``consens_raw``: the aggregation's value before it becomes the score (``RAW_SCORE_MEANINGS``; only
     ``arithmetic`` and ``geometric`` make it ``ln(P_empty / P_context)``), ``r`` in older files."""
 

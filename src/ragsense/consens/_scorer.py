@@ -97,6 +97,11 @@ class _Plan:
 class GroundingScorer:
     """Scores rows with ConSens on one model. Reuse one scorer to benefit from its no-context cache.
 
+    The ``learned`` score (:mod:`~ragsense.consens._learned`) reads every context sentence, about a
+    third of a row's Python time: it is computed (into ``consens_by_aggregation`` and attribution's
+    ``consens_without_by_aggregation``) only when it is the aggregation or ``learned=True`` asks for it
+    beside another; every other score is the same either way (issue 49).
+
     >>> import asyncio
     >>> from ragsense.models import load_model
     >>> scorer = GroundingScorer(load_model("fake"))
@@ -119,6 +124,7 @@ class GroundingScorer:
         context_budget: ContextBudget = DEFAULT_CONTEXT_BUDGET,
         context_policy: str = DEFAULT_CONTEXT_POLICY,
         binding: BindingCheck | None = DEFAULT_BINDING_SETTING,
+        learned: bool = False,
     ) -> None:
         # mypy rejects a Protocol where type[T] is expected (python/mypy#4717); require() only
         # uses it with isinstance, which a runtime_checkable Protocol supports.
@@ -135,6 +141,7 @@ class GroundingScorer:
         if binding is not None and not isinstance(binding, BindingCheck):
             raise ParameterError(f"must be a BindingCheck or None, got {binding!r}", parameter="binding")
         self.binding = binding
+        self.learned = learned or self.aggregation is Aggregation.LEARNED
 
     async def score(
         self,
@@ -339,9 +346,10 @@ class GroundingScorer:
                 [plan.selection.kept[k] for k in usable], nll_full, nll_empty, stated, strict=True
             )
         ]
-        by_agg[Aggregation.LEARNED.value] = learned_score(
-            words, plan.answer, [p[1] for p in plan.context.parts]
-        )
+        if self.learned:
+            by_agg[Aggregation.LEARNED.value] = learned_score(
+                words, plan.answer, [p[1] for p in plan.context.parts]
+            )
         consens, raw = by_agg[self.aggregation.value]
         attribution, top = None, None
         if plan.leave_one_out:
@@ -354,9 +362,10 @@ class GroundingScorer:
                     agg.value: consens_from_word_nll(nll_empty, nll_without, agg, stated_without)[0]
                     for agg in WORD_AGGREGATIONS
                 }
-                without[Aggregation.LEARNED.value] = learned_score_without(
-                    words, nll_without, stated_without, plan.answer, [rest_text]
-                )
+                if self.learned:
+                    without[Aggregation.LEARNED.value] = learned_score_without(
+                        words, nll_without, stated_without, plan.answer, [rest_text]
+                    )
                 own = without[ATTRIBUTION_AGGREGATION.value]
                 full = by_agg[ATTRIBUTION_AGGREGATION.value][0]
                 index = plan.context.parts[k][0]

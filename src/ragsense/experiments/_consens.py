@@ -54,6 +54,7 @@ def _score_all(
         aggregation=scorer.aggregation,
         template=scorer.template,
         context_budget=scorer.context_budget,
+        learned=scorer.learned,
     )
     run = evaluate(records, [metric], chunk_size=_BATCH, progress=True, desc=desc)
     out: list[GroundingResult] = []
@@ -145,7 +146,7 @@ def _answer_pairs(
     """Score answer pairs laid out as (grounded, ungrounded) rows against the same context; the
     figures and each aggregation's pair scores."""
     # The paper's method reads the whole context (the relevance window is its own experiment).
-    scorer = GroundingScorer(model, context_budget="window", binding=None)
+    scorer = GroundingScorer(model, context_budget="window", binding=None, learned=True)
     res = _score_all(scorer, rows, attribution=False, desc=name)
     pairs = list(zip(res[0::2], res[1::2], strict=True))
     scores = {agg.value: _pair_scores(pairs, agg) for agg in Aggregation}
@@ -324,7 +325,7 @@ def consens_pubmedqa_partial(
     items = load_pubmedqa(data)[:limit]
     usable = [(it, p) for it in items if (p := make_partial(it)) is not None]
     # The paper's method reads the whole context (the relevance window is its own experiment).
-    scorer = GroundingScorer(model, context_budget="window", binding=None)
+    scorer = GroundingScorer(model, context_budget="window", binding=None, learned=True)
     rows: list[Row] = []
     for it, partial in usable:
         rows.append((it.question, it.contexts, it.long_answer))
@@ -396,7 +397,7 @@ def consens_pubmedqa_attribution(
         if qi in ids:
             plans.append((item, ids, ids.index(qi)))
     # The paper's method reads the whole context (the relevance window is its own experiment).
-    scorer = GroundingScorer(model, context_budget="window", binding=None)
+    scorer = GroundingScorer(model, context_budget="window", binding=None, learned=True)
     rows: list[Row] = [
         (it.question, [index.documents[i] for i in ids], it.long_answer) for it, ids, _ in plans
     ]

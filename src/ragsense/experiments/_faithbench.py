@@ -47,7 +47,7 @@ def consens_faithbench(
     items = load_faithbench(data)[:limit]
     rows: list[Row] = [(FAITHBENCH_QUESTION, [it.source], it.summary) for it in items]
     # The paper's method reads the whole context (the relevance window is its own experiment).
-    scorer = GroundingScorer(model, context_budget="window", binding=None)
+    scorer = GroundingScorer(model, context_budget="window", binding=None, learned=True)
     res = _score_all(scorer, rows, attribution=False, desc="consens-faithbench")
     embedder = load_embedder("minilm", cache=True)
     similarity = {

@@ -8,9 +8,10 @@ statements after its row's ConSens pass) would each run it again. :class:`Prompt
 
 * **Exact.** The key is the whole tuple of prompt token ids (with its segment cuts, below), compared
   for equality (not a hash of it), so a whole state is never served for another prompt. The stored
-  state is the one the prompt pass computed and is never changed (callers extend a deep copy), so a
-  hit gives the same tensors a fresh pass gives: log-probs are bit-identical with and without the
-  cache.
+  state is the one the prompt pass computed and is never changed (callers extend a
+  :func:`private_copy`: for transformers' ``DynamicLayer`` caches a new cache object over the same
+  tensors, which that layer never writes into; else a deep copy), so a hit gives the same tensors a
+  fresh pass gives: log-probs are bit-identical with and without the cache.
 * **Bounded by tokens.** The entries hold at most ``max_tokens`` prompt tokens in all; the least
   recently used go first, and a prompt longer than the whole budget is not kept. Memory is that many
   tokens times the model's KV bytes per token (layers x KV heads x head size x 2 x 4 bytes in float32:
@@ -120,6 +121,20 @@ def croppable(cache: Any) -> bool:
     return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
 
 
+def private_copy(cache: Any) -> Any:
+    """A copy of ``cache`` its holder may extend, crop or batch-expand while ``cache`` stays as it was.
+
+    For a :func:`croppable` cache it is a new cache object whose layers hold the *same* key and value
+    tensors, nothing copied: ``DynamicLayer`` binds a new tensor on every change (``update`` concatenates,
+    ``crop`` slices, the batch operations index or repeat) and never writes into the old one (checked in
+    tests/models/test_prompt_cache.py). Any other cache (a sliding window, a static layer writing in
+    place) is deep-copied. Issue 49: a deep copy of a 950-token SmolLM2 state is 44 MB, and the binding
+    check's stretches took one per changed sentence."""
+    if croppable(cache):
+        return copy_layers(cache, lambda tensor: tensor)
+    return copy.deepcopy(cache)
+
+
 def _prefix_key(ids: tuple[int, ...], cuts: tuple[int, ...], end: int) -> Key:
     return ids[:end], tuple(c for c in cuts if c < end)
 
@@ -164,7 +179,7 @@ class PromptStateCache:
             self._entries.move_to_end((ids, cuts))
             self._hits += 1
         # The stored entry is never mutated, so copying it outside the lock is safe.
-        return copy.deepcopy(entry.cache), entry.last
+        return private_copy(entry.cache), entry.last
 
     def holds(self, ids: tuple[int, ...], cuts: tuple[int, ...] = ()) -> bool:
         """Whether exactly these prompt ids and cuts are kept (no copy made); a prompt not kept counts
@@ -218,7 +233,7 @@ class PromptStateCache:
         if found is None:
             return None
         end, entry = found
-        return end, copy.deepcopy(entry.cache)
+        return end, private_copy(entry.cache)
 
     def put(
         self,

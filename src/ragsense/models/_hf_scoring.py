@@ -28,12 +28,11 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragsense.models._hf_batched import continuations_batched, prompt_states, select_rows
-from ragsense.models._hf_prompt_cache import PromptStateCache, croppable
+from ragsense.models._hf_prompt_cache import PromptStateCache, croppable, private_copy
 from ragsense.models._hf_shared import (
     MIN_SEGMENT,
     MIN_SHARED_PROMPT,
@@ -302,9 +301,12 @@ class PackedScorer:
                 start, state = prefix
         cache, last = prompt_state(self.kernel, prompt, cuts, start=start, cache=state)
         if store is not None and len(prompt) <= store.max_tokens:
-            # The kept copy is never extended; ``last`` is cloned so it does not pin all the states.
+            # The kept copy is never extended (the caller extends its own private copy, which shares
+            # the tensors where the layers never write into them); ``last`` is cloned so it does not
+            # pin all the states.
             last = last.clone()
-            store.put(prompt, copy.deepcopy(cache), last, cuts, prefixes=croppable(cache))
+            kept = private_copy(cache)
+            store.put(prompt, kept, last, cuts, prefixes=croppable(cache))
         return cache, last
 
     def _score_padded(self, encoded: list[Encoded]) -> list[ContinuationScore]:

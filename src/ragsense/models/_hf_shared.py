@@ -24,6 +24,8 @@ import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ragsense.models._hf_prompt_cache import croppable
+
 if TYPE_CHECKING:
     from ragsense.models._kernel import LogprobKernel
 
@@ -78,12 +80,20 @@ def continuations_on_state(
     and last state ``last`` are given (``prompt_len`` tokens). Call under ``torch.inference_mode()``.
 
     The first token of every continuation is scored from ``last`` (one head row per distinct token);
-    the later tokens run as right-padded batches on copies of the cache, each batch holding at most
+    the later tokens run as right-padded batches on the prompt's cache, each batch holding at most
     ``kv_tokens`` cached tokens (continuations x (prompt + widest continuation)), which bounds memory
     when a long prompt has many continuations, and at most ``max_rows`` continuations (1: each alone,
-    so a continuation's log-probs do not depend on the others). ``cache`` is extended in place by the
-    last batch: pass a copy to keep it. Causal attention keeps the padding (always to the right) out of
-    the real positions.
+    so a continuation's log-probs do not depend on the others). Causal attention keeps the padding
+    (always to the right) out of the real positions.
+
+    Every batch starts from the prompt's own keys and values. A cache whose layers all keep every
+    position (:func:`croppable`: transformers' ``DynamicLayer``, whose ``update`` and batch operations
+    bind new tensors and never write into the old ones) is set back to the prompt's tensors after each
+    batch, the same tensor objects, so no batch copies the prompt (issue 49: one deep copy of a
+    950-token SmolLM2 state per continuation was 44 MB); ``cache`` then comes back holding the prompt.
+    Any other cache gives every batch but the last a deep copy, and the last batch extends ``cache``
+    in place: pass a copy to keep it. Either way each batch reads the same values, so the log-probs are
+    the same bits (tests/models/test_shared_prompt.py).
     """
     torch = kernel.torch
     if any(not c for c in continuations):
@@ -97,9 +107,14 @@ def continuations_on_state(
     if max_rows is not None:
         per_pass = min(per_pass, max_rows)
     groups = [multi[start : start + per_pass] for start in range(0, len(multi), per_pass)]
+    # The prompt's own tensors, put back after each group (see the docstring); None: copy instead.
+    prompt_tensors = [(x.keys, x.values) for x in cache.layers] if groups and croppable(cache) else None
     for n, group in enumerate(groups):
-        # forward() extends the cache in place: every group but the last gets a copy.
-        group_cache = cache if n == len(groups) - 1 else copy.deepcopy(cache)
+        if prompt_tensors is not None:
+            group_cache = cache
+        else:
+            # forward() extends the cache in place: every group but the last gets a copy.
+            group_cache = cache if n == len(groups) - 1 else copy.deepcopy(cache)
         if len(group) > 1:
             group_cache.batch_repeat_interleave(len(group))
         # Padded to this group's widest continuation: a continuation run alone is never padded.
@@ -111,6 +126,9 @@ def continuations_on_state(
         rows = torch.cat([states[row, : len(c) - 1] for row, (_, c) in enumerate(group)])
         targets = torch.tensor([t for _, c in group for t in c[1:]], dtype=torch.long)
         flat = kernel.target_logprobs(rows, targets).cpu().tolist()
+        if prompt_tensors is not None:
+            for layer, (keys, values) in zip(cache.layers, prompt_tensors, strict=True):
+                layer.keys, layer.values = keys, values
         pos = 0
         for index, c in group:
             token_lps[index].extend(flat[pos : pos + len(c) - 1])
