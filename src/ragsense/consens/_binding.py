@@ -76,8 +76,9 @@ DEFAULT_BINDING = BindingCheck()
 BINDING_ON_BY_DEFAULT = False
 """Whether ConSens runs the binding check when not told: the rule of papers/consens/binding_check.py
 decides it (docs/results.md, "The binding check (issue 46)"). Off: no setting of the grid kept every
-development set's AUROC within 0.01 (HaluEval's short answers and the summaries lost 0.14-0.25), so
-the check is opt-in (``ConSens(binding=True)``, ``--binding-check``) until a narrower check passes."""
+development set's AUROC within 0.01 (on their development halves HaluEval lost 0.20 and the summaries
+up to 0.17), so the check is opt-in (``ConSens(binding=True)``, ``--binding-check``) until a narrower
+check passes."""
 
 DEFAULT_BINDING_SETTING: BindingCheck | None = DEFAULT_BINDING if BINDING_ON_BY_DEFAULT else None
 """What a scorer runs when not told: :data:`DEFAULT_BINDING`, or None when the check is opt-in."""
