@@ -89,7 +89,7 @@ from ragsense.data import (
 )
 from ragsense.evaluation import evaluate
 from ragsense.experiments import partial_context, verdict_table
-from ragsense.experiments._verdict import SUMMARY_QUESTION, SUMMEDITS_DOMAINS, is_dev
+from ragsense.experiments._verdict import SUMMARY_QUESTION, SUMMEDITS_DOMAINS, _done, is_dev
 from ragsense.text import Word, binding_variants, split_words
 
 RECOMBINATION_SETS = ("recombined-wikieval", "recombined-squad", "recombined-qa", "recombined-summedits")
@@ -320,13 +320,6 @@ def hand_rows() -> list[Item]:
                     )
                 )
     return out
-
-
-def _done(path: Path) -> set[str]:
-    if not path.exists():
-        return set()
-    with path.open(encoding="utf-8") as fh:
-        return {json.loads(line)["id"] for line in fh if line.strip()}
 
 
 def score(

@@ -194,21 +194,8 @@ class PromptStateCache:
         """``(j, KV cache)``: a private copy of a kept state cut to the first ``j`` tokens of ``ids``,
         where ``j`` is the last of ``cuts`` such that a kept prompt has the same ids and cuts before
         ``j`` and a cut at ``j``; None when there is none."""
-        found: tuple[int, _Entry] | None = None
-        with self._lock:
-            for end in sorted(cuts, reverse=True):
-                holders = self._prefixes.get(_prefix_key(ids, cuts, end))
-                if holders:
-                    key = next(reversed(holders))
-                    self._entries.move_to_end(key)
-                    found = end, self._entries[key]
-                    self._prefix_hits += 1
-                    self._prefix_tokens += end
-                    break
-        if found is None:
-            return None
-        end, entry = found
-        return end, cropped_copy(entry.cache, end)
+        found = self._longest(ids, cuts, whole=False)
+        return None if found is None else (found[0], cropped_copy(found[1].cache, found[0]))
 
     def get_extended(self, ids: tuple[int, ...], cuts: tuple[int, ...]) -> tuple[int, Any] | None:
         """``(j, KV cache)``: a private copy of a prompt kept whole that is exactly the first segments of
@@ -219,21 +206,28 @@ class PromptStateCache:
         bits. Its own state is one-off, so the caller does not keep it (it would evict the prompts
         it extends).
         """
-        found: tuple[int, _Entry] | None = None
+        found = self._longest(ids, cuts, whole=True)
+        return None if found is None else (found[0], private_copy(found[1].cache))
+
+    def _longest(
+        self, ids: tuple[int, ...], cuts: tuple[int, ...], *, whole: bool
+    ) -> tuple[int, _Entry] | None:
+        """The kept entry whose state serves the longest run of ``ids``' first segments: an entry that
+        starts with them (``whole=False``, to be cut) or one that is exactly them (``whole=True``)."""
         with self._lock:
             for end in sorted(cuts, reverse=True):
-                key = _prefix_key(ids, cuts, end)
-                entry = self._entries.get(key)
-                if entry is not None:
+                prefix = _prefix_key(ids, cuts, end)
+                if whole:
+                    key: Key | None = prefix if prefix in self._entries else None
+                else:
+                    holders = self._prefixes.get(prefix)
+                    key = next(reversed(holders)) if holders else None
+                if key is not None:
                     self._entries.move_to_end(key)
-                    found = end, entry
                     self._prefix_hits += 1
                     self._prefix_tokens += end
-                    break
-        if found is None:
-            return None
-        end, entry = found
-        return end, private_copy(entry.cache)
+                    return end, self._entries[key]
+        return None
 
     def put(
         self,
