@@ -71,14 +71,15 @@ from pathlib import Path
 from typing import Any
 
 from ragsense.consens import (
+    Aggregation,
     BindingCheck,
     BindingFinding,
     ConSens,
+    consens_from_word_nll,
     default_bands,
     misbound_strengths,
     with_misbound,
 )
-from ragsense.consens._math import Aggregation, consens_from_word_nll
 from ragsense.data import (
     default_data_dir,
     load_faithbench,
@@ -88,8 +89,14 @@ from ragsense.data import (
     load_wikieval,
 )
 from ragsense.evaluation import evaluate
-from ragsense.experiments import partial_context, verdict_table
-from ragsense.experiments._verdict import SUMMARY_QUESTION, SUMMEDITS_DOMAINS, _done, is_dev
+from ragsense.experiments import (
+    SUMMARY_QUESTION,
+    SUMMEDITS_DOMAINS,
+    finished_ids,
+    is_dev,
+    partial_context,
+    verdict_table,
+)
 from ragsense.text import Word, binding_variants, split_words
 
 RECOMBINATION_SETS = ("recombined-wikieval", "recombined-squad", "recombined-qa", "recombined-summedits")
@@ -343,7 +350,7 @@ def score(
         if not path.exists() and packed.exists():  # the committed rows: resume from them
             with gzip.open(packed, "rt", encoding="utf-8") as fh:
                 path.write_text(fh.read(), encoding="utf-8")
-        done = _done(path)
+        done = finished_ids(path)
         todo = [r for r in rows if r.id not in done]
         print(f"{name}: {len(rows)} rows, {len(todo)} to score", file=sys.stderr)
         for start in range(0, len(todo), _CHUNK):

@@ -46,7 +46,13 @@ if TYPE_CHECKING:
         is_squad_refusal,
         squad_items,
     )
-    from ragsense.experiments._verdict import verdict_table
+    from ragsense.experiments._verdict import (
+        SUMMARY_QUESTION,
+        SUMMEDITS_DOMAINS,
+        finished_ids,
+        is_dev,
+        verdict_table,
+    )
 
 ENTRY_POINT_GROUP = "ragsense.experiments"
 
@@ -123,6 +129,10 @@ _HELPERS: dict[str, str] = {
     "REFUSAL_WORD": "_vera",
     "SQUAD_INSTRUCTION": "_vera",
     "verdict_table": "_verdict",
+    "finished_ids": "_verdict",
+    "is_dev": "_verdict",
+    "SUMMARY_QUESTION": "_verdict",
+    "SUMMEDITS_DOMAINS": "_verdict",
 }
 
 
@@ -147,6 +157,8 @@ __all__ = [
     "PAIR_LABELS",
     "REFUSAL_WORD",
     "SQUAD_INSTRUCTION",
+    "SUMMARY_QUESTION",
+    "SUMMEDITS_DOMAINS",
     "Experiment",
     "auroc_difference",
     "choose_budget",
@@ -154,9 +166,11 @@ __all__ = [
     "consens_default_window",
     "contrast",
     "delong_against",
+    "finished_ids",
     "forest_fit_predict",
     "grouped_folds",
     "is_correct",
+    "is_dev",
     "is_squad_refusal",
     "load_more_pairs",
     "load_pairs",

@@ -149,7 +149,8 @@ def verdict_table(data: str | None = None) -> dict[str, list[TableRow]]:
     return out
 
 
-def _done(path: Path) -> set[str]:
+def finished_ids(path: Path) -> set[str]:
+    """The ids of the rows a JSON Lines output already holds (a rerun skips them)."""
     if not path.exists():
         return set()
     with path.open(encoding="utf-8") as fh:
@@ -191,7 +192,7 @@ def consens_verdict_table(
     seconds: dict[str, float] = {}
     for name, rows in verdict_table(data).items():
         path = folder / f"verdict-{name}.jsonl"
-        done = _done(path)
+        done = finished_ids(path)
         todo = [r for r in rows[:limit] if r.id not in done]
         counts[name] = len(done)
         for chunk in _chunks(todo, _CHUNK):
