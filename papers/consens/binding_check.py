@@ -97,6 +97,7 @@ from ragsense.experiments import (
     partial_context,
     verdict_table,
 )
+from ragsense.stats import roc_auc
 from ragsense.text import Word, binding_variants, split_words
 
 RECOMBINATION_SETS = ("recombined-wikieval", "recombined-squad", "recombined-qa", "recombined-summedits")
@@ -420,12 +421,11 @@ def _lexical(result: dict[str, Any]) -> float:
 
 
 def auroc(labels: Sequence[int], scores: Sequence[float]) -> float:
+    """:func:`ragsense.stats.roc_auc` of label 1 over label 0 (NaN when a side is empty: a half or a
+    resample with one class has no AUROC)."""
     pos = [s for s, y in zip(scores, labels, strict=True) if y == 1]
     neg = [s for s, y in zip(scores, labels, strict=True) if y == 0]
-    if not pos or not neg:
-        return float("nan")
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
+    return roc_auc(pos, neg) if pos and neg else float("nan")
 
 
 def auroc_ci(

@@ -18,10 +18,20 @@ def test_the_rule_finds_no_eligible_setting_so_the_check_is_opt_in() -> None:
     result = table(FOLDER)
     assert result["chosen"] is None and not any(g["eligible"] for g in result["grid"])
     assert BINDING_ON_BY_DEFAULT is False
-    # The committed summary is what the files give.
+    # The committed summary is what the files give: the same decisions and rows, and AUROCs within 1e-3
+    # (they are recomputed here with this machine's exp/log; a last-bit difference could move one tie).
     committed = json.loads((FOLDER / "binding.json").read_text(encoding="utf-8"))
-    assert committed["grid"] == json.loads(json.dumps(result["grid"]))
     assert committed["rows"] == result["rows"]
+    assert len(committed["grid"]) == len(result["grid"])
+    for old, new in zip(committed["grid"], result["grid"], strict=True):
+        assert (old["min_margin"], old["min_lift"], old["eligible"]) == (
+            new["min_margin"],
+            new["min_lift"],
+            new["eligible"],
+        )
+        assert abs(old["recombination_mean_auroc"] - new["recombination_mean_auroc"]) <= 1e-3
+        assert set(old["dev_drop"]) == set(new["dev_drop"])
+        assert all(abs(old["dev_drop"][k] - new["dev_drop"][k]) <= 1e-3 for k in old["dev_drop"])
 
 
 def test_the_hand_written_rows_give_the_documented_verdicts() -> None:

@@ -24,6 +24,8 @@ with no stated span that could be rebound gets no variant and scores exactly as 
 >>> f = BindingFinding("substitute", "ordinal", [[20, 26]], "second", "fourth", 9.14, 7.5, True)
 >>> f.reason()
 "the context prefers 'fourth' to 'second' here, by 9.1 nats"
+>>> BindingFinding("negation", "negation", [[4, 7]], "not", NO_NEGATION, 3.0, 2.0, True).reason()
+"the context prefers this without 'not', by 3.0 nats"
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any
 
 from ragsense.errors import ParameterError
 from ragsense.models import ContinuationScore, ScoreRequest
-from ragsense.text import DEFAULT_MAX_VARIANTS, BindingVariant, Word, binding_variants
+from ragsense.text import DEFAULT_MAX_VARIANTS, NO_NEGATION, BindingVariant, Word, binding_variants
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,8 @@ class BindingFinding:
         if self.kind == "swap":
             what = f"'{self.original}' and '{self.replacement}' swapped"
             return f"the context prefers {what} here, by {self.margin:.1f} nats"
+        if self.kind == "negation" and self.replacement == NO_NEGATION:
+            return f"the context prefers this without '{self.original}', by {self.margin:.1f} nats"
         return (
             f"the context prefers '{self.replacement}' to '{self.original}' here, by {self.margin:.1f} nats"
         )

@@ -13,7 +13,7 @@ Sentences of a context and atomic statements of an answer, for per-statement jud
 
 from ragsense.text._align import align_tokens_to_words, word_logprob_sums
 from ragsense.text._bindable import BindableSpan, bindable_spans
-from ragsense.text._binding import DEFAULT_MAX_VARIANTS, BindingVariant, binding_variants
+from ragsense.text._binding import DEFAULT_MAX_VARIANTS, NO_NEGATION, BindingVariant, binding_variants
 from ragsense.text._closed_class import CLOSED_CLASS_WORDS, is_closed_class
 from ragsense.text._content import ContentSelection, DropReason, Fallback, content_words
 from ragsense.text._refusal import is_refusal
@@ -24,6 +24,7 @@ from ragsense.text._words import Word, normalize_word, split_words, word_texts
 __all__ = [
     "CLOSED_CLASS_WORDS",
     "DEFAULT_MAX_VARIANTS",
+    "NO_NEGATION",
     "BindableSpan",
     "BindingVariant",
     "ContentSelection",

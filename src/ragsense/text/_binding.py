@@ -55,6 +55,8 @@ from ragsense.text._support import ContextVocabulary
 from ragsense.text._words import Word, normalize_word, split_words
 
 DEFAULT_MAX_VARIANTS = 8
+NO_NEGATION = "(no negation)"
+"""The ``replacement`` of a variant that drops a negation word (there is no text to show for it)."""
 """Variants scored per answer at most (the cost of the check grows with it)."""
 _NEGATIONS = frozenset({"not", "never"})
 _AUXILIARIES = frozenset(
@@ -261,7 +263,7 @@ def _negation_variants(
                 original=word.text,
                 replacement=text[shown[0] : sentence.end + shift].split(" ")[0]
                 if change[2] and change[0] != change[1]
-                else (word.text + change[2] if change[2] else "(no negation)"),
+                else (word.text + change[2] if change[2] else NO_NEGATION),
                 start=sentences.start_of(sentence.start),
                 cut=sentence.end,
                 variant_cut=sentence.end + shift,
