@@ -395,6 +395,11 @@ def score(
 # ------------------------------------------------------------------------------------------ tables
 
 
+Narrowing = Callable[[dict[str, Any]], dict[str, Any]]
+"""A change to each stored row before the tables (amendment 2 drops the findings of variants it does
+not score: papers/consens/binding_narrow.py)."""
+
+
 def support_with(
     result: dict[str, Any], min_margin: float | None, min_lift: float, variants: int = SHIPPED_VARIANTS
 ) -> float:
@@ -490,9 +495,15 @@ def hand_verdicts(rows: Sequence[dict[str, Any]], min_margin: float, min_lift: f
     return out
 
 
-def table(folder: Path) -> dict[str, Any]:
-    """Rules 4 and 5 over the stored rows."""
-    sets = {name: _scored(_load(folder, name)) for name in (*RECOMBINATION_SETS, *DEV_SETS, HAND_SET)}
+def stored_rows(folder: Path, name: str, narrow: Narrowing | None = None) -> list[dict[str, Any]]:
+    """The stored rows of one set that are not refusals, each changed by ``narrow`` if given."""
+    rows = _scored(_load(folder, name))
+    return rows if narrow is None else [narrow(r) for r in rows]
+
+
+def table(folder: Path, narrow: Narrowing | None = None) -> dict[str, Any]:
+    """Rules 4 and 5 over the stored rows (changed by ``narrow``: amendment 2)."""
+    sets = {name: stored_rows(folder, name, narrow) for name in (*RECOMBINATION_SETS, *DEV_SETS, HAND_SET)}
     # A set not scored (or with one class only in a half) has no AUROC there: it is left out, and
     # binding.json lists the rows each set had.
     sets = {k: v for k, v in sets.items() if len({r["label"] for r in v}) == 2}
@@ -607,7 +618,7 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def halves_table(folder: Path, min_margin: float, min_lift: float) -> str:
+def halves_table(folder: Path, min_margin: float, min_lift: float, narrow: Narrowing | None = None) -> str:
     """Each scored set's development and report halves: AUROC with the check (``min_margin``,
     ``min_lift``, 8 variants) beside the score without it and the trivial baselines, 95% intervals."""
     rows_out = [
@@ -617,7 +628,7 @@ def halves_table(folder: Path, min_margin: float, min_lift: float) -> str:
     ]
     # "qa" (HaluEval QA 501+, issue 36's table) is not one of rule 2's sets: shown for information.
     for name in (*RECOMBINATION_SETS, *DEV_SETS, "qa"):
-        rows = _scored(_load(folder, name))
+        rows = stored_rows(folder, name, narrow)
         for half, flag in (("dev", True), ("report", False)):
             part = [r for r in rows if r["dev"] == flag]
             if len({r["label"] for r in part}) < 2:

@@ -12,8 +12,14 @@ Sentences of a context and atomic statements of an answer, for per-statement jud
 """
 
 from ragsense.text._align import align_tokens_to_words, word_logprob_sums
-from ragsense.text._bindable import BindableSpan, bindable_spans
-from ragsense.text._binding import DEFAULT_MAX_VARIANTS, NO_NEGATION, BindingVariant, binding_variants
+from ragsense.text._bindable import BindableSpan, bindable_spans, name_type
+from ragsense.text._binding import (
+    DEFAULT_MAX_VARIANTS,
+    NO_NEGATION,
+    BindingVariant,
+    binding_variants,
+    checkable_ranks,
+)
 from ragsense.text._closed_class import CLOSED_CLASS_WORDS, is_closed_class
 from ragsense.text._content import ContentSelection, DropReason, Fallback, content_words
 from ragsense.text._refusal import is_refusal
@@ -37,9 +43,11 @@ __all__ = [
     "align_tokens_to_words",
     "bindable_spans",
     "binding_variants",
+    "checkable_ranks",
     "content_words",
     "is_closed_class",
     "is_refusal",
+    "name_type",
     "normalize_word",
     "split_sentences",
     "split_statements",

@@ -210,8 +210,8 @@ def bindable_spans(text: str, other_texts: Sequence[str] = ()) -> list[BindableS
                 else:
                     break
             first, last = words[i], words[j - 1]
-            value = " ".join(_bare(normalize_word(x.text)) for x in words[i:j])
-            spans.append(BindableSpan("name", text[first.start : last.end], first.start, last.end, value))
+            name = text[first.start : last.end]
+            spans.append(BindableSpan("name", name, first.start, last.end, name_value(name)))
             i = j
             continue
         kind, value = "", ""
@@ -235,6 +235,62 @@ def bindable_spans(text: str, other_texts: Sequence[str] = ()) -> list[BindableS
             spans.append(BindableSpan(kind, w.text, w.start, w.end, value, unit))
         i += 1
     return spans
+
+
+# Nationalities, peoples and languages: names of a type of their own, never a person's or a place's
+# stand-in ("French" for "Macron" is a different claim in kind, not a rebinding).
+_DEMONYMS = frozenset(
+    """
+    afghan african albanian algerian american arab arabic argentine argentinian armenian asian
+    australian austrian bangladeshi belgian bolivian bosnian brazilian british bulgarian burmese
+    cambodian canadian catalan chilean chinese colombian congolese croatian cuban czech danish dutch
+    egyptian english eritrean estonian ethiopian european filipino finnish flemish french georgian
+    german ghanaian greek haitian hebrew hindi hungarian icelandic indian indonesian iranian iraqi irish
+    israeli italian jamaican japanese jewish jordanian kenyan korean kurdish latin latvian lebanese
+    libyan lithuanian malaysian maltese mexican mongolian moroccan nepalese nigerian norwegian
+    pakistani palestinian persian peruvian polish portuguese roman romanian russian saudi scottish
+    serbian slovak slovenian somali spanish sudanese swedish swiss syrian taiwanese thai tibetan
+    turkish ugandan ukrainian uzbek venezuelan vietnamese welsh yemeni zimbabwean
+    """.split()  # noqa: SIM905
+)
+# Last words that make a name an organisation, institution or event rather than a person or place.
+_ORGANISATION_HEADS = frozenset(
+    """
+    academy agency airlines airways association authority bank board bureau cathedral church
+    club co college commission committee company corp corporation council court cup department
+    festival fc foundation fund games group hospital inc institute league ltd ministry museum
+    navy network observatory orchestra organisation organization parliament party press prize
+    records school senate society studios team tournament trust union university
+    """.split()  # noqa: SIM905
+)
+
+
+def name_value(text: str) -> str:
+    """How a name compares with another: its normalised words without possessives.
+
+    >>> name_value("Tate's Gallery")
+    'tate gallery'
+    """
+    return " ".join(_bare(normalize_word(w.text)) for w in split_words(text))
+
+
+def name_type(span: BindableSpan) -> str:
+    """The type of a ``name`` span, from its words alone: ``demonym`` (a nationality, people or
+    language), ``organisation`` (its last word names an institution, club or event, or its first
+    does in a longer name: "University of Oslo") or ``name`` (a person, place or anything else);
+    other kinds return their kind.
+
+    >>> [name_type(s) for s in bindable_spans("The French team met Oxford University and Ana Ruiz.")]
+    ['demonym', 'organisation', 'name']
+    """
+    if span.kind != "name":
+        return span.kind
+    words = span.value.split()
+    if len(words) == 1 and (words[0] in _DEMONYMS or words[0].rstrip("s") in _DEMONYMS):
+        return "demonym"
+    if words[-1] in _ORGANISATION_HEADS or (len(words) > 2 and words[0] in _ORGANISATION_HEADS):
+        return "organisation"
+    return "name"
 
 
 NUMBER_OR_ORDINAL_WORDS = frozenset(_NUMBER_WORDS) | frozenset(_ORDINALS)

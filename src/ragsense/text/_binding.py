@@ -47,6 +47,8 @@ from ragsense.text._bindable import (
     WORD_OF_NUMBER,
     BindableSpan,
     bindable_spans,
+    name_type,
+    name_value,
     number_value,
 )
 from ragsense.text._closed_class import is_closed_class
@@ -341,3 +343,78 @@ def binding_variants(
                     )
                 )
     return variants
+
+
+def _related(
+    sentence: str, offset: int, spans: Sequence[BindableSpan], vocabulary: ContextVocabulary
+) -> bool:
+    """Whether a sentence states a relation for its spans: a content word the context states,
+    outside every bindable span of the answer."""
+    for w in split_words(sentence):
+        start = offset + w.start
+        if is_closed_class(normalize_word(w.text)) or any(s.start <= start < s.end for s in spans):
+            continue
+        if vocabulary.states(w.text):
+            return True
+    return False
+
+
+def checkable_ranks(answer: str, contexts: Sequence[str], variants: Sequence[BindingVariant]) -> list[int]:
+    """The ranks of the ``variants`` (of :func:`binding_variants`) that have something to check;
+    the binding check scores only these (issue 46, amendment 2). Dropped:
+
+    * a swap or substitution whose changed span's answer sentence has no other content word the
+      context states (a bare answer, "Hillary Clinton.", holds no relation to check: rebinding it
+      only asks the reader to answer the question again among the context's names);
+    * a swap or substitution between names of different types (:func:`~ragsense.text.name_type`:
+      a nationality, an organisation, any other name);
+    * a swap of two mentions of one entity (names sharing a word: "Michael Phelps" and "Phelps").
+
+    Negations are kept (their sentence must already be mostly stated).
+
+    >>> ctx = ["Ana Ruiz founded Acme Bank in 2004 with French funds. Ben Cole joined in 1998."]
+    >>> vs = binding_variants("Ana Ruiz.", ctx)
+    >>> [v.replacement for v in vs], checkable_ranks("Ana Ruiz.", ctx, vs)
+    (['Acme Bank', 'French', 'Ben Cole'], [])
+    >>> answer = "Ana Ruiz founded Acme Bank in 2004."
+    >>> vs = binding_variants(answer, ctx)
+    >>> [(v.original, v.replacement) for v in vs][:3]
+    [('Ana Ruiz', 'Acme Bank'), ('Ana Ruiz', 'Acme Bank'), ('Acme Bank', 'Ana Ruiz')]
+    >>> [(vs[i].original, vs[i].replacement) for i in checkable_ranks(answer, ctx, vs)]
+    [('2004', '1998'), ('Ana Ruiz', 'Ben Cole')]
+    """
+    if not variants:
+        return []
+    vocabulary = ContextVocabulary(contexts)
+    spans = bindable_spans(answer, ["\n".join(contexts)])
+    sentences = _Sentences(answer)
+    related: dict[int, bool] = {}
+
+    def sentence_related(position: int) -> bool:
+        for s in sentences.spans:
+            if s.start <= position < s.end:
+                if s.start not in related:
+                    related[s.start] = _related(s.text, s.start, spans, vocabulary)
+                return related[s.start]
+        return _related(answer, 0, spans, vocabulary)
+
+    def typed(text: str, kind: str) -> str:
+        return name_type(BindableSpan(kind, text, 0, len(text), name_value(text)))
+
+    keep = []
+    for rank, v in enumerate(variants):
+        if v.kind == "negation":
+            keep.append(rank)
+            continue
+        if not all(sentence_related(start) for start, _ in v.spans):
+            continue
+        if v.span_kind == "name":
+            texts = [answer[a:b] for a, b in v.spans]
+            if v.kind == "substitute":
+                texts.append(v.replacement)
+            if len({typed(t, "name") for t in texts}) > 1:
+                continue
+            if v.kind == "swap" and set(name_value(texts[0]).split()) & set(name_value(texts[1]).split()):
+                continue
+        keep.append(rank)
+    return keep
