@@ -3,8 +3,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh test
-# Two cores: threads x processes must stay at or below 2 (tests run in one process).
-export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
+# Two cores: threads x processes must stay at or below 2. The suite runs in RAGSENSE_TEST_WORKERS
+# pytest-xdist processes (2 by default) of one torch thread each; most tests are Python-bound, so two
+# one-thread processes finish it in about half the time of one two-thread process (docs/testing.md).
+# Modules stay whole on one worker (--dist loadscope): their model and cluster fixtures load once.
+workers="${RAGSENSE_TEST_WORKERS:-2}"
+if [ "$workers" -gt 1 ]; then
+  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+  parallel=(-n "$workers" --dist loadscope)
+else
+  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
+  parallel=()
+fi
 .venv/bin/ruff check src tests benchmarks papers
 .venv/bin/ruff format --check src tests benchmarks papers
 .venv/bin/mypy
@@ -14,6 +24,6 @@ if [ -x node_modules/.bin/biome ]; then
 else
   echo "test.sh: Biome not installed (npm ci); the report's front-end lint is skipped" >&2
 fi
-.venv/bin/python -m pytest --doctest-modules src/ragsense tests "$@"
+.venv/bin/python -m pytest --doctest-modules src/ragsense tests "${parallel[@]}" "$@"
 # DeepEval's integration in a venv of its own (its click pin conflicts with transformers 5).
 bash scripts/deepeval_check.sh

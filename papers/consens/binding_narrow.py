@@ -51,8 +51,10 @@ from papers.consens.binding_check import (
     dev_sets,
     halves_table,
     hand_rows,
+    hand_verdicts,
     markdown,
     recombination_sets,
+    stored_rows,
     support_with,
     table,
 )
@@ -140,11 +142,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     narrow, counts = narrowing(items)
     before = table(args.out)
     after = table(args.out, narrow)
+    counts = json.loads(json.dumps(counts))  # as the tables' one pass over the rows left them
     unscored = [k for k in DEV_SETS if not after["rows"].get(k, {}).get("dev")]
     rule5 = after["report"].get("_rule5", {})
     on = bool(rule5.get("on_by_default")) and not unscored
+    # For information (the hand rows choose nothing): their verdicts with the opt-in settings.
+    hand = [narrow(r) for r in stored_rows(args.out, HAND_SET)]
+    hand_opt_in = hand_verdicts(hand, DEFAULT_CHECK.min_margin, DEFAULT_CHECK.min_lift)
     result = {
         "amendment": 2,
+        "hand_opt_in_settings": hand_opt_in,
         "counts": counts,
         "unscored_rule2_sets": unscored,
         "on_by_default": on,
@@ -157,11 +164,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(markdown(after))
     print()
     print(halves_table(args.out, DEFAULT_CHECK.min_margin, DEFAULT_CHECK.min_lift, narrow))
-    print(
-        json.dumps(
-            {k: result[k] for k in ("counts", "unscored_rule2_sets", "on_by_default", "opt_in")}, indent=1
-        )
-    )
+    shown = ("counts", "unscored_rule2_sets", "on_by_default", "opt_in", "hand_opt_in_settings")
+    print(json.dumps({k: result[k] for k in shown}, indent=1))
     print(json.dumps(after["chosen"], indent=1))
     print(json.dumps(after["report"], indent=1))
 

@@ -34,22 +34,36 @@ except ImportError:  # the tests that need them skip
 RAY = Path(sys.executable).with_name("ray")
 
 
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports: every socket stays bound until all are picked (one closed
+    before the next is bound may be handed out again, and Ray refuses a node whose components share
+    a port)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return _free_ports(1)[0]
 
 
-def _node_ports() -> tuple[int, list[str]]:
-    manager = _free_port()
+def _node_ports(extra: int = 0, avoid: int = 0) -> tuple[int, list[str], list[int]]:
+    """A node's component ports, and ``extra`` more ports distinct from them and from ``avoid`` (the
+    head's port, picked earlier)."""
+    picked = _free_ports(6 + extra)
+    while avoid in picked:
+        picked = _free_ports(6 + extra)
+    manager, *ports = picked
     return manager, [
         "--node-manager-port", str(manager),
-        "--object-manager-port", str(_free_port()),
-        "--dashboard-agent-listen-port", str(_free_port()),
-        "--dashboard-agent-grpc-port", str(_free_port()),
-        "--metrics-export-port", str(_free_port()),
-        "--runtime-env-agent-port", str(_free_port()),
-    ]  # fmt: skip
+        "--object-manager-port", str(ports[0]),
+        "--dashboard-agent-listen-port", str(ports[1]),
+        "--dashboard-agent-grpc-port", str(ports[2]),
+        "--metrics-export-port", str(ports[3]),
+        "--runtime-env-agent-port", str(ports[4]),
+    ], ports[5:]  # fmt: skip
 
 
 def kill_all(processes: list[Any]) -> None:
@@ -88,8 +102,10 @@ class LocalRayCluster:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def _start(self, args: list[str]) -> None:
-        manager, ports = _node_ports()
+    def _start(self, args: list[str], dashboard: bool = False) -> None:
+        manager, ports, extra = _node_ports(1 if dashboard else 0, avoid=self.port)
+        if dashboard:  # the head: its dashboard port distinct from its components' too
+            args = [*args, "--dashboard-port", str(extra[0])]
         # Each node its own range of worker ports, below the kernel's ephemeral range (from 32768), so a
         # free port picked for another component (ephemeral) can never fall inside it: 12 process slots
         # of 5 nodes x 200 ports span 20000-31999. (pid % 40 reached 59399 and once collided.)
@@ -107,7 +123,8 @@ class LocalRayCluster:
     def start(self, workers: int = 1) -> None:
         self._start(
             ["--head", "--port", str(self.port), "--temp-dir", str(self.root), "--include-dashboard",
-             "false", "--dashboard-port", str(_free_port())]
+             "false"],
+            dashboard=True,
         )  # fmt: skip
         for _ in range(workers):
             self._start(["--address", self.address])

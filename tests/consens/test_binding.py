@@ -201,3 +201,19 @@ def test_bad_settings_are_refused() -> None:
         BindingCheck(max_variants=-2)
     with pytest.raises(ParameterError, match="binding"):
         ConSens("fake", binding="yes")  # type: ignore[arg-type]
+
+
+def test_checkable_only_skips_bare_answers_and_keeps_ranks() -> None:
+    reader = _Reader()
+    narrow = BindingCheck(checkable_only=True)
+    # A sentence that binds the ordinal: the same finding, at the same rank, as the full check.
+    [full] = _score(reader, WRONG).binding or []
+    [kept] = _score(reader, WRONG, binding=narrow).binding or []
+    assert kept == full
+    # A bare answer holds no relation: its variants exist but none is scored.
+    bare = "The second."
+    assert _score(reader, bare).binding_variants > 0
+    narrowed = _score(reader, bare, binding=narrow)
+    assert narrowed.binding_variants == 0 and narrowed.binding == []
+    assert narrowed.consens == _score(reader, bare, binding=None).consens
+    assert narrow.to_dict()["checkable_only"] is True and "checkable_only" not in DEFAULT_BINDING.to_dict()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from papers.consens.binding_check import DEFAULT_CHECK, _load, hand_verdicts, table
 
@@ -43,3 +44,35 @@ def test_the_hand_written_rows_give_the_documented_verdicts() -> None:
     assert found["recombined_before"] == {"grounded": 31, "unsure": 2}
     assert found["recombined_after"]["grounded"] == 6 and sum(found["recombined_after"].values()) == 33
     assert found["twins_before"] == found["twins_after"]  # the check changed no twin's verdict
+
+
+def test_amendment_2_recomputes_from_the_committed_rows() -> None:
+    """Amendment 2 (papers/consens/binding_narrow.py) only drops variants, so its figures come from
+    the same rows: HaluEval-dev's false alarms on bare answers go (0.604 with amendment 1's check,
+    0.805 with amendment 2's, 0.800 without), the hand rows keep their documented verdicts, and the
+    committed binding-amendment2.json says the same (AUROCs within 1e-3)."""
+    from papers.consens.binding_check import auroc, dev_sets, hand_rows, stored_rows, support_with
+    from papers.consens.binding_narrow import narrowing
+
+    sets = dev_sets()
+    narrow, counts = narrowing({"halueval": sets["halueval"], "hand": hand_rows()})
+    rows = [r for r in stored_rows(FOLDER, "halueval") if r["dev"]]
+    labels = [r["label"] for r in rows]
+
+    def figure(m: float | None, rs: list[dict[str, Any]]) -> float:
+        return auroc(labels, [support_with(r["result"], m, DEFAULT_CHECK.min_lift) for r in rs])
+
+    without, amendment_1 = figure(None, rows), figure(DEFAULT_CHECK.min_margin, rows)
+    amendment_2 = figure(DEFAULT_CHECK.min_margin, [narrow(r) for r in rows])
+    assert (round(without, 3), round(amendment_1, 3), round(amendment_2, 3)) == (0.800, 0.604, 0.805)
+    assert counts["halueval"]["kept_variants"] < counts["halueval"]["variants"]
+    hand = hand_verdicts(
+        [narrow(r) for r in stored_rows(FOLDER, "hand")], DEFAULT_CHECK.min_margin, DEFAULT_CHECK.min_lift
+    )
+    committed = json.loads((FOLDER / "binding-amendment2.json").read_text(encoding="utf-8"))
+    assert hand == committed["hand_opt_in_settings"]
+    assert committed["on_by_default"] is False and committed["opt_in"]["opt_in_takes_amendment_2"] is False
+    drop = committed["grid"][3]
+    assert (drop["min_margin"], drop["min_lift"]) == (0.0, 1.0)
+    assert abs(drop["dev_drop"]["halueval"] - round(without - amendment_2, 4)) <= 1e-3
+    assert DEFAULT_BINDING.checkable_only is False  # rule 3: the opt-in check keeps amendment 1's variants

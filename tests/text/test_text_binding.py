@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ragsense.text import bindable_spans, binding_variants
+from ragsense.text import bindable_spans, binding_variants, checkable_ranks, name_type
 
 
 def _texts(answer: str, context: str, limit: int = 50) -> list[str]:
@@ -155,3 +155,63 @@ def test_random_texts_never_break_the_variant_builder() -> None:
             assert 0 <= v.start <= v.cut <= len(answer)
             assert v.text[: v.start] == answer[: v.start]
             assert v.text[v.variant_cut :] == answer[v.cut :]
+
+
+# ---- amendment 2: which rebindings have something to check (ragsense.text.checkable_ranks)
+
+
+def _checked(answer: str, context: str) -> list[tuple[str, str, str]]:
+    variants = binding_variants(answer, [context], limit=50)
+    return [
+        (variants[r].kind, variants[r].original, variants[r].replacement)
+        for r in checkable_ranks(answer, [context], variants)
+    ]
+
+
+def test_a_bare_answer_has_no_relation_to_check() -> None:
+    context = "Ana Ruiz founded the firm in 2004. Ben Cole joined in 1998."
+    assert binding_variants("Ana Ruiz.", [context])  # rebindings exist...
+    assert _checked("Ana Ruiz.", context) == []  # ...but nothing in the answer binds the name
+    assert _checked("2004", context) == []
+    assert ("substitute", "2004", "1998") in _checked("Ana Ruiz founded the firm in 2004.", context)
+
+
+def test_names_are_rebound_within_their_type() -> None:
+    context = "The French team beat Oslo University. Ana Ruiz coached Oslo University against Ben Cole."
+    assert [name_type(s) for s in bindable_spans(context) if s.kind == "name"][:3] == [
+        "demonym",
+        "organisation",
+        "name",
+    ]
+    checked = _checked("Ana Ruiz coached the team.", context)
+    assert ("substitute", "Ana Ruiz", "Ben Cole") in checked
+    assert all(replacement not in ("French", "Oslo University") for _, _, replacement in checked)
+
+
+def test_two_mentions_of_one_entity_are_not_swapped() -> None:
+    context = "Michael Phelps won in Beijing. Phelps swam the relay in Athens."
+    answer = "Michael Phelps won in Beijing and Phelps swam the relay in Athens."
+    swaps = [(o, r) for kind, o, r in _checked(answer, context) if kind == "swap"]
+    assert ("Michael Phelps", "Beijing") in swaps  # other swaps stay
+    assert ("Michael Phelps", "Phelps") not in swaps
+    assert ("swap", "Michael Phelps", "Phelps") in [
+        (v.kind, v.original, v.replacement) for v in binding_variants(answer, [context], limit=50)
+    ]
+
+
+def test_negations_and_numbers_in_a_relation_are_kept() -> None:
+    context = "The bridge was not built in 1999. It opened in 2001."
+    answer = "The bridge was built in 2001."
+    kinds = {kind for kind, _, _ in _checked(answer, context)}
+    assert kinds == {"negation", "substitute"}
+
+
+def test_checkable_ranks_only_drop() -> None:
+    rng = random.Random(11)
+    alphabet = ["Ann", "met", "in", "1990", "two", "second", "May", "not", "is", ".", "French", "Bob", "Club"]
+    for _ in range(200):
+        answer = " ".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
+        context = " ".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30)))
+        variants = binding_variants(answer, [context], limit=16)
+        ranks = checkable_ranks(answer, [context], variants)
+        assert ranks == sorted(set(ranks)) and all(0 <= r < len(variants) for r in ranks)
