@@ -131,3 +131,34 @@ def lemmas(norm: str, degree: bool = True) -> frozenset[str]:
             if suffix in ("ies", "ied"):
                 break  # "-ies" is not also "-es" + "i": "studies" has no lemma "studi"
     return frozenset(out)
+
+
+# Noun endings that name the act or result of a verb, longest first: "decipherment" is the act of
+# deciphering, "completion" of completing. Other derivations change the meaning too often ("person" and
+# "personal", "general" and "generation") and are left out.
+_DERIVATIONS = (("ation", True), ("ition", True), ("ment", False), ("ion", True))
+_MIN_DERIVED_STEM = 5
+
+
+@lru_cache(maxsize=65536)
+def derived_stems(norm: str) -> frozenset[str]:
+    """The verbs a noun of action may come from: ``-ment``, ``-ation``, ``-ition``, ``-ion`` removed (a
+    plural ``-s`` first), the stem keeping at least five letters, also with the ``e`` the ending took.
+    Empty for any other word. The lexical evidence matches these stems with other words' lemmas
+    (:mod:`ragsense.text._support`) where ``derived`` is on.
+
+    >>> sorted(derived_stems("decipherment")), sorted(derived_stems("completions"))
+    (['decipher'], ['complet', 'complete'])
+    >>> sorted(lemmas("completed") & derived_stems("completion"))
+    ['complet', 'complete']
+    >>> derived_stems("million"), derived_stems("station"), derived_stems("comment")
+    (frozenset(), frozenset(), frozenset())
+    """
+    word = norm[:-1] if norm.endswith("s") and not norm.endswith("ss") else norm
+    for suffix, takes_e in _DERIVATIONS:
+        if word.endswith(suffix):
+            stem = word[: -len(suffix)]
+            if len(stem) < _MIN_DERIVED_STEM or not stem.isalpha():
+                return frozenset()
+            return frozenset({stem, stem + "e"} if takes_e and not stem.endswith("e") else {stem})
+    return frozenset()

@@ -13,7 +13,11 @@ matched against the context's words, with fixed rules and no model:
   "study", but "cared"/"car", "news"/"new" and "bed"/"bee" stay apart;
 * **number**: the same value once thousands separators are dropped ("1,000" is "1000", "3.50" is
   "3.5"), and the number words one to twenty as digits ("two" is "2");
-* **parts**: a hyphenated word whose every part is stated ("COVID-19" in "COVID 19").
+* **parts**: a hyphenated word whose every part is stated ("COVID-19" in "COVID 19");
+* **derived** (where ``derived`` is on; :data:`DERIVED_WORDS` says whether by default): a noun of
+  action and the verb it names, ``-ment``, ``-ation``, ``-ition``, ``-ion`` removed from a stem of at
+  least five letters ("decipherment" states "deciphering", "completed" states "completion";
+  :func:`~ragsense.text._lemma.derived_stems`).
 
 The same rules give the trivial *lexical support* baseline: the share of the answer's scored words
 that the context does not state.
@@ -24,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-from ragsense.text._lemma import lemmas
+from ragsense.text._lemma import derived_stems, lemmas
 from ragsense.text._words import normalize_word, word_texts
 
 _NUMBER_WORDS = {
@@ -62,8 +66,13 @@ def _number(norm: str) -> str | None:
 # every sentence of it for the learned verdict's features); on a GPU this was most of a row's time.
 # 32,768 words each (a few dozen contexts' vocabularies), so a long-running guard's memory stays
 # bounded (some tens of MB at most for the two caches).
+DERIVED_WORDS = False
+"""Whether the lexical evidence matches a noun of action with its verb by default (the **derived**
+rule above): decided by the rule of papers/consens/derived_words.py."""
+
+
 @lru_cache(maxsize=1 << 15)
-def _keys(word: str) -> frozenset[str]:
+def _keys(word: str, derived: bool = DERIVED_WORDS) -> frozenset[str]:
     """Every key under which ``word`` can be matched."""
     norm = _base(word)
     keys = {"w:" + norm}
@@ -71,15 +80,17 @@ def _keys(word: str) -> frozenset[str]:
     if number is not None:
         keys.add("n:" + number)
     keys.update("s:" + lemma for lemma in lemmas(norm))
+    if derived:
+        keys.update("s:" + stem for stem in derived_stems(norm))
     return frozenset(keys)
 
 
 @lru_cache(maxsize=1 << 15)
-def _word_keys(word: str) -> frozenset[str]:
+def _word_keys(word: str, derived: bool = DERIVED_WORDS) -> frozenset[str]:
     """The keys a context word adds: its own and those of its hyphen parts."""
-    keys = _keys(word)
+    keys = _keys(word, derived)
     for part in _parts(word):
-        keys = keys | _keys(part)
+        keys = keys | _keys(part, derived)
     return keys
 
 
@@ -91,18 +102,25 @@ class ContextVocabulary:
     [True, True, True, True, True, False]
     """
 
-    def __init__(self, contexts: Iterable[str]) -> None:
+    def __init__(self, contexts: Iterable[str], *, derived: bool = DERIVED_WORDS) -> None:
+        self.derived = derived
         self._keys: set[str] = set()
         for context in contexts:
             for word in set(word_texts(context)):
-                self._keys |= _word_keys(word)
+                self._keys |= _word_keys(word, derived)
 
     def states(self, word: str) -> bool:
-        """Whether the context states ``word`` (exact, lemma or number match, or every hyphen part)."""
-        if self._keys & _keys(word):
+        """Whether the context states ``word`` (exact, lemma or number match, or every hyphen part).
+
+        >>> with_derived = ContextVocabulary(["Champollion announced his decipherment."], derived=True)
+        >>> without = ContextVocabulary(["Champollion announced his decipherment."], derived=False)
+        >>> with_derived.states("deciphering"), without.states("deciphering")
+        (True, False)
+        """
+        if self._keys & _keys(word, self.derived):
             return True
         parts = _parts(word)
-        return len(parts) > 1 and all(self._keys & _keys(p) for p in parts)
+        return len(parts) > 1 and all(self._keys & _keys(p, self.derived) for p in parts)
 
 
 class SentenceIndex:
@@ -117,11 +135,13 @@ class SentenceIndex:
     [1]
     """
 
-    def __init__(self, texts: Sequence[str]) -> None:
+    def __init__(self, texts: Sequence[str], *, derived: bool = DERIVED_WORDS) -> None:
+        self.derived = derived
         self._index: dict[str, set[int]] = {}
         for i, text in enumerate(texts):
-            for key in frozenset().union(*map(_word_keys, set(word_texts(text)))):
-                self._index.setdefault(key, set()).add(i)
+            for word in set(word_texts(text)):
+                for key in _word_keys(word, derived):
+                    self._index.setdefault(key, set()).add(i)
 
     def _stating(self, keys: frozenset[str]) -> set[int]:
         found: set[int] = set()
@@ -131,12 +151,12 @@ class SentenceIndex:
 
     def where(self, word: str) -> frozenset[int]:
         """The texts that state ``word`` (exact, lemma or number match, or every hyphen part in it)."""
-        found = self._stating(_keys(word))
+        found = self._stating(_keys(word, self.derived))
         parts = _parts(word)
         if len(parts) > 1:
-            every = self._stating(_keys(parts[0]))
+            every = self._stating(_keys(parts[0], self.derived))
             for part in parts[1:]:
-                every &= self._stating(_keys(part))
+                every &= self._stating(_keys(part, self.derived))
             found |= every
         return frozenset(found)
 
