@@ -72,10 +72,18 @@ def support(words: Sequence[dict[str, Any]], stated: Sequence[bool]) -> float:
 
 
 def flags(words: Sequence[dict[str, Any]], contexts: Sequence[str]) -> tuple[list[bool], list[bool]]:
-    """Each word's stored flag, and its flag under the candidate (stored, or stated by derivation)."""
+    """Each word's flag without the derived match and with it (stored, or stated by derivation only)."""
+    # Only what the derived match adds: a stored flag may have been decided against a window of a long
+    # context (the default context selection), so a word the whole context states without derivation
+    # keeps its stored flag.
     derived = ContextVocabulary(contexts, derived=True)
+    plain = ContextVocabulary(contexts, derived=False)
+    # A file written with the match on (the golden sample, once adopted) stores the candidate's flags:
+    # "before" takes out what only the derived match states, so both runs of this script agree.
     stored = [bool(w["stated"]) for w in words]
-    return stored, [s or derived.states(w["word"]) for s, w in zip(stored, words, strict=True)]
+    added = [derived.states(w["word"]) and not plain.states(w["word"]) for w in words]
+    before = [s and not a for s, a in zip(stored, added, strict=True)]
+    return before, [s or a for s, a in zip(stored, added, strict=True)]
 
 
 def rescored(name: str, items: dict[str, Item]) -> list[dict[str, Any]]:

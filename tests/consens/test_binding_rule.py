@@ -76,3 +76,22 @@ def test_amendment_2_recomputes_from_the_committed_rows() -> None:
     assert (drop["min_margin"], drop["min_lift"]) == (0.0, 1.0)
     assert abs(drop["dev_drop"]["halueval"] - round(without - amendment_2, 4)) <= 1e-3
     assert DEFAULT_BINDING.checkable_only is False  # rule 3: the opt-in check keeps amendment 1's variants
+
+
+def test_the_derived_match_follows_its_rule() -> None:
+    """Item 3 (papers/consens/derived_words.py): recomputed from the committed rows, no development
+    set's AUROC moves, so the match is on; the sample's Rosetta answer is the row it turns grounded."""
+    from papers.consens.derived_words import run
+
+    from ragsense.text._support import DERIVED_WORDS
+
+    result = run()
+    committed = json.loads((FOLDER.parent / "derived_words.json").read_text(encoding="utf-8"))
+    assert result["adopted"] is committed["adopted"] is DERIVED_WORDS is True
+    sets = {"wikieval", "halueval", "summarization", "summedits", "qa", "dialogue"}
+    assert set(result["dev_drops"]) == sets
+    for name, drop in result["dev_drops"].items():
+        assert abs(drop - committed["dev_drops"][name]) <= 1e-3 and drop <= 0.01
+    flipped = [s["id"] for s in result["sample"] if s["before"] != s["after"]]
+    assert flipped == ["rosetta-1"] and result["sample"] == committed["sample"]
+    assert result["hand"] == committed["hand"]

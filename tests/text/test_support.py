@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragsense.text import ContextVocabulary, stated_in_context, unsupported_share
+from ragsense.text import ContextVocabulary, SentenceIndex, stated_in_context, unsupported_share
+from ragsense.text._support import DERIVED_WORDS
 
 
 @pytest.mark.parametrize(
@@ -85,3 +86,40 @@ def test_sentence_index_answers_as_one_vocabulary_per_sentence() -> None:
     for word in words:
         expected = frozenset(i for i, s in enumerate(sentences) if ContextVocabulary([s]).states(word))
         assert index.where(word) == expected, word
+
+
+@pytest.mark.parametrize(
+    ("word", "context"),
+    [
+        ("deciphering", "Champollion announced his decipherment in 1822."),
+        ("completion", "The tower was completed in March 1889."),
+        ("announced", "The announcement came in May."),
+        ("organized", "The organization of the fair took two years."),
+        ("competing", "She won the competition twice."),
+        ("investments", "They invested heavily."),
+    ],
+)
+def test_a_noun_of_action_states_its_verb_and_back(word: str, context: str) -> None:
+    assert ContextVocabulary([context]).states(word)  # on by default (DERIVED_WORDS)
+    assert not ContextVocabulary([context], derived=False).states(word)
+
+
+@pytest.mark.parametrize(
+    ("word", "context"),
+    [
+        ("mill", "It cost a million dollars."),  # the stem must keep five letters
+        ("station", "He stated it."),
+        ("comment", "They came together."),
+        ("general", "The next generation."),  # "-al" is not a derivation the match undoes
+        ("person", "Her personal view."),
+    ],
+)
+def test_other_derivations_stay_apart(word: str, context: str) -> None:
+    assert not ContextVocabulary([context]).states(word)
+
+
+def test_the_sentence_index_follows_the_same_switch() -> None:
+    texts = ["Champollion announced his decipherment.", "Greek was read."]
+    assert SentenceIndex(texts).where("deciphering") == frozenset({0})
+    assert SentenceIndex(texts, derived=False).where("deciphering") == frozenset()
+    assert DERIVED_WORDS is True
