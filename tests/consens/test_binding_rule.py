@@ -95,3 +95,24 @@ def test_the_derived_match_follows_its_rule() -> None:
     flipped = [s["id"] for s in result["sample"] if s["before"] != s["after"]]
     assert flipped == ["rosetta-1"] and result["sample"] == committed["sample"]
     assert result["hand"] == committed["hand"]
+
+
+def test_the_capable_reader_comparison_comes_from_the_committed_rows() -> None:
+    """docs/results.md's table of the check with the 0.5B reader: recomputed from both readers'
+    committed rows, equal to binding_readers.json (AUROCs within 1e-3), and the larger reader's check
+    ahead on SQuAD's recombinations and behind less on HaluEval."""
+    from papers.consens.binding_readers import compare
+
+    qwen = FOLDER.parent / "binding-qwen2.5-coder-0.5b"
+    result = compare([FOLDER, qwen], ["hand", "halueval", "recombined-squad"])
+    committed = json.loads((FOLDER.parent / "binding_readers.json").read_text(encoding="utf-8"))
+    assert {k: v["groups"] for k, v in result.items()} == {"hand": 33, "halueval": 64, "recombined-squad": 68}
+    for name, figures in result.items():
+        for reader in (FOLDER.name, qwen.name):
+            for key in ("without_check", "with_check"):
+                assert abs(figures[reader][key][0] - committed[name][reader][key][0]) <= 1e-3
+    squad, halu = result["recombined-squad"], result["halueval"]
+    assert squad[qwen.name]["with_check"][0] > 0.85 > squad[FOLDER.name]["with_check"][0]
+    small_loss = halu[qwen.name]["without_check"][0] - halu[qwen.name]["with_check"][0]
+    big_loss = halu[FOLDER.name]["without_check"][0] - halu[FOLDER.name]["with_check"][0]
+    assert small_loss < 0.05 < big_loss

@@ -1,0 +1,86 @@
+"""Issue 46: the binding check read by the bundled SmolLM2-135M and by a capable reader, on the same rows.
+
+Information only (nothing is chosen here). Each reader scores rows of papers/consens/binding_check.py's
+sets with the check at its loosest (``python -m papers.consens.binding_check score --sets SETS --model
+MODEL --out FOLDER``; the 0.5B reader's runs were stopped at a deadline, so it has fewer rows). On the
+pairs (groups) every reader scored, with the opt-in settings (``min_margin`` 0, ``min_lift`` 1 nat; 8
+variants, 16 on the recombination sets as scored) and the shipped bands (fitted on SmolLM2's
+development halves): AUROC of label 1 over 0 without and with the check, 95% bootstrap intervals (groups
+resampled whole), seconds and variants per row; on the hand-written rows also the verdict counts and
+the recombined rows still called ``grounded``. Both halves are pooled (nothing is chosen).
+
+    python -m papers.consens.binding_readers --sets hand,halueval,recombined-squad \\
+        docs/results/consens/binding docs/results/consens/binding-qwen2.5-coder-0.5b
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from papers.consens.binding_check import (
+    DEFAULT_CHECK,
+    HAND_SET,
+    RECOMBINATION_SETS,
+    auroc,
+    auroc_ci,
+    hand_verdicts,
+    stored_rows,
+    support_with,
+)
+
+
+def scored_pairs(folder: Path, name: str) -> set[str]:
+    """The groups of a set a reader has scored both labels of."""
+    groups: dict[str, set[int]] = {}
+    for r in stored_rows(folder, name):
+        groups.setdefault(r["group"], set()).add(r["label"])
+    return {g for g, labels in groups.items() if labels == {0, 1}}
+
+
+def reader_figures(folder: Path, name: str, pairs: set[str]) -> dict[str, Any]:
+    """One reader's figures on the given groups of one set."""
+    rows = [r for r in stored_rows(folder, name) if r["group"] in pairs]
+    m, lift = DEFAULT_CHECK.min_margin, DEFAULT_CHECK.min_lift
+    variants = 16 if name in RECOMBINATION_SETS else 8
+    labels = [r["label"] for r in rows]
+    out: dict[str, Any] = {"rows": len(rows)}
+    for key, mm in (("without_check", None), ("with_check", m)):
+
+        def score(r: dict[str, Any], mm: float | None = mm) -> float:
+            return support_with(r["result"], mm, lift, variants)
+
+        out[key] = [round(auroc(labels, [score(r) for r in rows]), 4), auroc_ci(rows, score)]
+    if name == HAND_SET:
+        out["verdicts"] = hand_verdicts(rows, m, lift)
+    out["seconds_per_row"] = round(sum(r["seconds"] for r in rows) / max(1, len(rows)), 2)
+    out["variants_per_row"] = round(sum(r["result"]["binding_variants"] for r in rows) / max(1, len(rows)), 2)
+    return out
+
+
+def compare(folders: Sequence[Path], names: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in names:
+        common = set.intersection(*(scored_pairs(f, name) for f in folders))
+        out[name] = {"groups": len(common), **{f.name: reader_figures(f, name, common) for f in folders}}
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--sets", default=HAND_SET)
+    parser.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
+    args = parser.parse_args(argv)
+    result = compare(args.folders, [s for s in args.sets.split(",") if s])
+    text = json.dumps(result, indent=1, allow_nan=False)
+    if args.out is not None:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
