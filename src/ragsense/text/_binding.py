@@ -162,6 +162,16 @@ def _apply(answer: str, changes: Sequence[tuple[int, int, str]]) -> tuple[str, i
     return "".join(out), shift
 
 
+def _vocabulary(contexts: Sequence[str]) -> ContextVocabulary:
+    """What the context states, for the binding check: inflections matched, nouns of action not.
+
+    The check was measured with this rule (papers/consens/binding_check.py, binding_narrow.py; its
+    findings are recomputed from stored rows against variants rebuilt at their ranks), so its variants
+    stay what was measured when the lexical evidence's default match grows.
+    """
+    return ContextVocabulary(contexts, derived=False)
+
+
 def _content_keys(text: str) -> set[str]:
     return {normalize_word(w.text) for w in split_words(text) if not is_closed_class(normalize_word(w.text))}
 
@@ -289,7 +299,7 @@ def binding_variants(
     """
     if limit <= 0:
         return []
-    vocabulary = ContextVocabulary(contexts)
+    vocabulary = _vocabulary(contexts)
     context_text = "\n".join(contexts)
     sentences = _Sentences(answer)
     spans = [
@@ -385,7 +395,7 @@ def checkable_ranks(answer: str, contexts: Sequence[str], variants: Sequence[Bin
     """
     if not variants:
         return []
-    vocabulary = ContextVocabulary(contexts)
+    vocabulary = _vocabulary(contexts)
     spans = bindable_spans(answer, ["\n".join(contexts)])
     sentences = _Sentences(answer)
     related: dict[int, bool] = {}
