@@ -501,9 +501,13 @@ def stored_rows(folder: Path, name: str, narrow: Narrowing | None = None) -> lis
     return rows if narrow is None else [narrow(r) for r in rows]
 
 
-def table(folder: Path, narrow: Narrowing | None = None) -> dict[str, Any]:
-    """Rules 4 and 5 over the stored rows (changed by ``narrow``: amendment 2)."""
-    sets = {name: stored_rows(folder, name, narrow) for name in (*RECOMBINATION_SETS, *DEV_SETS, HAND_SET)}
+def table(
+    folder: Path, narrow: Narrowing | None = None, names: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """Rules 4 and 5 over the stored rows (changed by ``narrow``: amendment 2; ``names``: only these
+    sets)."""
+    wanted = names if names is not None else (*RECOMBINATION_SETS, *DEV_SETS, HAND_SET)
+    sets = {name: stored_rows(folder, name, narrow) for name in wanted}
     # A set not scored (or with one class only in a half) has no AUROC there: it is left out, and
     # binding.json lists the rows each set had.
     sets = {k: v for k, v in sets.items() if len({r["label"] for r in v}) == 2}
@@ -618,7 +622,13 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def halves_table(folder: Path, min_margin: float, min_lift: float, narrow: Narrowing | None = None) -> str:
+def halves_table(
+    folder: Path,
+    min_margin: float,
+    min_lift: float,
+    narrow: Narrowing | None = None,
+    names: Sequence[str] | None = None,
+) -> str:
     """Each scored set's development and report halves: AUROC with the check (``min_margin``,
     ``min_lift``, 8 variants) beside the score without it and the trivial baselines, 95% intervals."""
     rows_out = [
@@ -627,7 +637,7 @@ def halves_table(folder: Path, min_margin: float, min_lift: float, narrow: Narro
         "|---|---|---|---|---|---|---|---|",
     ]
     # "qa" (HaluEval QA 501+, issue 36's table) is not one of rule 2's sets: shown for information.
-    for name in (*RECOMBINATION_SETS, *DEV_SETS, "qa"):
+    for name in names if names is not None else (*RECOMBINATION_SETS, *DEV_SETS, "qa"):
         rows = stored_rows(folder, name, narrow)
         for half, flag in (("dev", True), ("report", False)):
             part = [r for r in rows if r["dev"] == flag]
