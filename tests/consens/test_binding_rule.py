@@ -46,11 +46,12 @@ def test_the_hand_written_rows_give_the_documented_verdicts() -> None:
     assert found["twins_before"] == found["twins_after"]  # the check changed no twin's verdict
 
 
-def test_amendment_2_recomputes_from_the_committed_rows() -> None:
+def test_amendment_2_recomputes_from_the_committed_rows(shared_data: Path) -> None:
     """Amendment 2 (papers/consens/binding_narrow.py) only drops variants, so its figures come from
     the same rows: HaluEval-dev's false alarms on bare answers go (0.604 with amendment 1's check,
     0.805 with amendment 2's, 0.800 without), the hand rows keep their documented verdicts, and the
-    committed binding-amendment2.json says the same (AUROCs within 1e-3)."""
+    committed binding-amendment2.json says the same (AUROCs within 1e-3). The answers and contexts
+    are rebuilt from the shared datasets (``shared_data``), which the repository does not copy."""
     from papers.consens.binding_check import auroc, dev_sets, hand_rows, stored_rows, support_with
     from papers.consens.binding_narrow import narrowing
 
@@ -64,7 +65,10 @@ def test_amendment_2_recomputes_from_the_committed_rows() -> None:
 
     without, amendment_1 = figure(None, rows), figure(DEFAULT_CHECK.min_margin, rows)
     amendment_2 = figure(DEFAULT_CHECK.min_margin, [narrow(r) for r in rows])
-    assert (round(without, 3), round(amendment_1, 3), round(amendment_2, 3)) == (0.800, 0.604, 0.805)
+    # AUROCs are ratios of pair counts; 1e-3 leaves room for a near-tie that another machine's last bit
+    # of exp/log could order the other way.
+    for found, documented in ((without, 0.800), (amendment_1, 0.604), (amendment_2, 0.805)):
+        assert abs(found - documented) <= 1e-3
     assert counts["halueval"]["kept_variants"] < counts["halueval"]["variants"]
     hand = hand_verdicts(
         [narrow(r) for r in stored_rows(FOLDER, "hand")], DEFAULT_CHECK.min_margin, DEFAULT_CHECK.min_lift
@@ -78,9 +82,10 @@ def test_amendment_2_recomputes_from_the_committed_rows() -> None:
     assert DEFAULT_BINDING.checkable_only is False  # rule 3: the opt-in check keeps amendment 1's variants
 
 
-def test_the_derived_match_follows_its_rule() -> None:
+def test_the_derived_match_follows_its_rule(shared_data: Path) -> None:
     """Item 3 (papers/consens/derived_words.py): recomputed from the committed rows, no development
-    set's AUROC moves, so the match is on; the sample's Rosetta answer is the row it turns grounded."""
+    set's AUROC moves, so the match is on; the sample's Rosetta answer is the row it turns grounded.
+    The contexts come from the shared datasets (``shared_data``)."""
     from papers.consens.derived_words import run
 
     from ragsense.text._support import DERIVED_WORDS
@@ -93,7 +98,12 @@ def test_the_derived_match_follows_its_rule() -> None:
     for name, drop in result["dev_drops"].items():
         assert abs(drop - committed["dev_drops"][name]) <= 1e-3 and drop <= 0.01
     flipped = [s["id"] for s in result["sample"] if s["before"] != s["after"]]
-    assert flipped == ["rosetta-1"] and result["sample"] == committed["sample"]
+    assert flipped == ["rosetta-1"]
+    for found, stored in zip(result["sample"], committed["sample"], strict=True):
+        assert {k: v for k, v in found.items() if k != "score_after"} == {
+            k: v for k, v in stored.items() if k != "score_after"
+        }
+        assert abs(found["score_after"] - stored["score_after"]) <= 1e-3
     assert result["hand"] == committed["hand"]
 
 

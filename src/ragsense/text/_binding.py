@@ -52,7 +52,7 @@ from ragsense.text._bindable import (
     number_value,
 )
 from ragsense.text._closed_class import is_closed_class
-from ragsense.text._statements import split_sentences
+from ragsense.text._statements import Span, split_sentences
 from ragsense.text._support import ContextVocabulary
 from ragsense.text._words import Word, normalize_word, split_words
 
@@ -183,28 +183,28 @@ class _Sentences:
         self.spans = split_sentences(text) or []
         self.text = text
 
-    def start_of(self, position: int) -> int:
-        """Where the sentence holding ``position`` starts, less the whitespace before it."""
-        start = 0
+    def holding(self, position: int) -> Span | None:
+        """The sentence holding ``position`` (None between sentences or past the last)."""
         for s in self.spans:
             if s.start <= position < s.end:
-                start = s.start
-                break
+                return s
+        return None
+
+    def start_of(self, position: int) -> int:
+        """Where the sentence holding ``position`` starts, less the whitespace before it."""
+        found = self.holding(position)
+        start = 0 if found is None else found.start
         while start > 0 and self.text[start - 1].isspace():
             start -= 1
         return start
 
     def end_of(self, position: int) -> int:
-        for s in self.spans:
-            if s.start <= position < s.end:
-                return s.end
-        return len(self.text)
+        found = self.holding(position)
+        return len(self.text) if found is None else found.end
 
     def of(self, position: int) -> str:
-        for s in self.spans:
-            if s.start <= position < s.end:
-                return s.text
-        return self.text
+        found = self.holding(position)
+        return self.text if found is None else found.text
 
 
 def _variant(
@@ -401,15 +401,14 @@ def checkable_ranks(answer: str, contexts: Sequence[str], variants: Sequence[Bin
     related: dict[int, bool] = {}
 
     def sentence_related(position: int) -> bool:
-        for s in sentences.spans:
-            if s.start <= position < s.end:
-                if s.start not in related:
-                    related[s.start] = _related(s.text, s.start, spans, vocabulary)
-                return related[s.start]
-        return _related(answer, 0, spans, vocabulary)
+        found = sentences.holding(position)
+        start, text = (0, answer) if found is None else (found.start, found.text)
+        if start not in related:
+            related[start] = _related(text, start, spans, vocabulary)
+        return related[start]
 
-    def typed(text: str, kind: str) -> str:
-        return name_type(BindableSpan(kind, text, 0, len(text), name_value(text)))
+    def name_kind(text: str) -> str:
+        return name_type(BindableSpan("name", text, 0, len(text), name_value(text)))
 
     keep = []
     for rank, v in enumerate(variants):
@@ -422,7 +421,7 @@ def checkable_ranks(answer: str, contexts: Sequence[str], variants: Sequence[Bin
             texts = [answer[a:b] for a, b in v.spans]
             if v.kind == "substitute":
                 texts.append(v.replacement)
-            if len({typed(t, "name") for t in texts}) > 1:
+            if len({name_kind(t) for t in texts}) > 1:
                 continue
             if v.kind == "swap" and set(name_value(texts[0]).split()) & set(name_value(texts[1]).split()):
                 continue

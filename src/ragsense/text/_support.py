@@ -62,10 +62,6 @@ def _number(norm: str) -> str | None:
     return plain.lstrip("0") or "0"
 
 
-# Memoised: a pass asks about the same context and answer words many times (every row's context,
-# every sentence of it for the learned verdict's features); on a GPU this was most of a row's time.
-# 32,768 words each (a few dozen contexts' vocabularies), so a long-running guard's memory stays
-# bounded (some tens of MB at most for the two caches).
 DERIVED_WORDS = True
 """Whether the lexical evidence matches a noun of action with its verb by default (the **derived**
 rule above). On: by the rule of papers/consens/derived_words.py no development set's AUROC moved, and
@@ -73,6 +69,10 @@ the bundled sample's grounded Rosetta answer ("the key to deciphering" for "his 
 ``grounded`` instead of ``unsure`` (docs/results.md, "Nouns of action")."""
 
 
+# Memoised: a pass asks about the same context and answer words many times (every row's context,
+# every sentence of it for the learned verdict's features); on a GPU this was most of a row's time.
+# 32,768 words each (a few dozen contexts' vocabularies), so a long-running guard's memory stays
+# bounded (some tens of MB at most for the two caches).
 @lru_cache(maxsize=1 << 15)
 def _keys(word: str, derived: bool = DERIVED_WORDS) -> frozenset[str]:
     """Every key under which ``word`` can be matched."""
