@@ -16,11 +16,13 @@ context's word keys, the refusal check and each word's lookup and support probab
 ``support_extra_s`` times exactly that work on the same rows, and ``support_vs_previous_default``
 is the ConSens time over the ConSens time without it (the issue's bound: at most 1.2).
 
-The binding check (issue 46, on by default) scores variants of each answer after the same prompt.
-The ConSens figures above are without it (the scorer's ``binding=None``), as the raw forward pass
-covers only the answer's own sequences; ``binding_vs_consens`` is the wall time of ConSens with the
-default check over the time without it on the same rows (issue 49's bound: at most 1.5), each run
-starting from an empty prompt cache.
+The binding check (issue 46, opt-in: ``ConSens(binding=True)``) scores variants of each answer after
+the same prompt, the answer and its variants as one group per row (one packed pass on the row's
+prompt state, ``models/_hf_grouped.py``). The ConSens figures above are without it (the scorer's
+``binding=None``), as the raw forward pass covers only the answer's own sequences;
+``binding_vs_consens`` is the wall time of ConSens with the check's settings (``DEFAULT_BINDING``)
+over the time without it on the same rows (issue 49's bound: at most 1.5), each run starting from an
+empty prompt cache.
 """
 
 from __future__ import annotations

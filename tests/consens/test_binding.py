@@ -20,8 +20,10 @@ from ragsense.consens import (
     GroundingResult,
     GroundingScorer,
 )
+from ragsense.consens._binding import first_change, stretch
 from ragsense.models import ContinuationScore, ScoreRequest
 from ragsense.models._fake import FakeModel
+from ragsense.text import BindingVariant
 
 CONTEXT = ["Sick pay is paid from the fourth consecutive day of illness. The second office is in Lisbon."]
 QUESTION = "When is sick pay paid?"
@@ -217,3 +219,37 @@ def test_checkable_only_skips_bare_answers_and_keeps_ranks() -> None:
     assert narrowed.binding_variants == 0 and narrowed.binding == []
     assert narrowed.consens == _score(reader, bare, binding=None).consens
     assert narrow.to_dict()["checkable_only"] is True and "checkable_only" not in DEFAULT_BINDING.to_dict()
+
+
+def test_the_comparison_starts_before_the_first_changed_word() -> None:
+    """Text before the first change is the same in the answer and the variant, so it goes into the
+    shared prompt; the compared text starts with the changed word's leading space and runs to the end
+    of the changed sentence."""
+    answer = "The office opened in 2012. Sick pay is paid from the fourth day."
+    second = answer.index(" Sick")
+    full = ScoreRequest("Q:", " " + answer)
+    cases = [  # (variant text, changed sentence's start, its end, compared variant, compared answer)
+        (answer.replace("fourth", "second"), second, len(answer), " second day.", " fourth day."),
+        (
+            answer.replace("is paid", "is not paid"),
+            second,
+            len(answer),
+            " not paid from the fourth day.",
+            " paid from the fourth day.",
+        ),
+        (answer.replace("2012", "2016"), 0, second, " 2016.", " 2012."),
+        (
+            answer.replace("The office", "A office"),
+            0,
+            second,
+            " A office opened in 2012.",
+            " The office opened in 2012.",
+        ),
+    ]
+    for text, start, cut, compared, own in cases:
+        shift = len(text) - len(answer)
+        v = BindingVariant(text, "substitute", "number", ((0, 1),), "", "", start, cut, cut + shift)
+        var, orig = stretch(full, answer, v, lambda a: " " + a)
+        assert (var.continuation, orig.continuation) == (compared, own)
+        at = first_change(answer, v)
+        assert var.prompt == orig.prompt == ("Q:" if at == 0 else "Q: " + answer[:at])

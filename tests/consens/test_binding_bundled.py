@@ -63,3 +63,46 @@ def test_recombined_answers_are_not_grounded_and_say_why(smollm2) -> None:  # ty
     wrong_rows = [r for r in rows if r["id"].endswith("wrong")]
     off = evaluate(wrong_rows, [ConSens(smollm2)], progress=False)
     assert all(r["verdict"] == "grounded" and r["consens"] == 1.0 and r["binding"] is None for r in off.rows)
+
+
+class _OneRequestAtATime:
+    """The bundled model behind ``score`` only (no ``score_groups``): the route every backend without
+    group scoring takes, each variant and each original stretch its own request."""
+
+    def __init__(self, model) -> None:  # type: ignore[no-untyped-def]
+        self._model = model
+        self.info = model.info
+
+    async def score(self, requests):  # type: ignore[no-untyped-def]
+        return await self._model.score(requests)
+
+    def count_tokens(self, text: str) -> int:
+        return int(self._model.count_tokens(text))
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_grouped_and_one_at_a_time_find_the_same(smollm2) -> None:  # type: ignore[no-untyped-def]
+    """One pass per row (the variants packed, the answer's stretches read off its own scores) finds what
+    scoring every variant and stretch as its own request finds, margins within 1e-3 nats."""
+    import asyncio
+
+    from ragsense.consens import DEFAULT_BINDING, GroundingScorer
+    from ragsense.models import SupportsGroupScoring
+
+    rows = [(q, [c], a) for c, q, right, wrong, _ in CASES for a in (right, wrong)]
+    slow = _OneRequestAtATime(smollm2)
+    assert not isinstance(slow, SupportsGroupScoring)
+    grouped = asyncio.run(GroundingScorer(smollm2, binding=DEFAULT_BINDING).score(rows))
+    alone = asyncio.run(GroundingScorer(slow, binding=DEFAULT_BINDING).score(rows))  # type: ignore[arg-type]
+    for g, a in zip(grouped, alone, strict=True):
+        assert g.binding_variants == a.binding_variants > 0  # type: ignore[union-attr]
+        assert g.verdict == a.verdict  # type: ignore[union-attr]
+        assert [(f.original, f.replacement) for f in g.binding] == [  # type: ignore[union-attr]
+            (f.original, f.replacement)
+            for f in a.binding  # type: ignore[union-attr]
+        ]
+        for f, h in zip(g.binding, a.binding, strict=True):  # type: ignore[union-attr]
+            assert abs(f.margin - h.margin) < 1e-3 and abs(f.lift - h.lift) < 1e-3
+        assert abs(g.consens - a.consens) < 1e-3  # type: ignore[union-attr]

@@ -7,9 +7,9 @@ the answer puts it. The binding check asks the reader instead. For each answer i
 its kind from the context, a negation added or removed) and scores them as continuations of the
 **same prompt** as the answer, so the prompt pass is shared and only the continuations cost:
 
-* ``margin``: ``log p(variant | context) - log p(answer | context)`` over the answer up to the end of
-  the changed sentence (the rest is the same text), in nats: how much the reader, reading the
-  context, prefers the variant;
+* ``margin``: ``log p(variant | context) - log p(answer | context)`` from the first changed word to
+  the end of the changed sentence (the text before and after is the same, so it cancels), in nats:
+  how much the reader, reading the context, prefers the variant;
 * ``lift``: ``margin`` minus the same difference without the context: the part of the preference
   that comes from the context (a shorter or more common phrasing is preferred with or without it).
 
@@ -31,7 +31,7 @@ with no stated span that could be rebound gets no variant and scores exactly as 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ragsense.errors import ParameterError
@@ -167,43 +167,77 @@ class BindingFinding:
 class BindingPlan:
     """The variants of one row and the requests that score them.
 
-    A variant is compared with the answer over the sentences it changes only: both are scored as
-    continuations of the row's prompt followed by the answer's text before those sentences
-    (:func:`stretch`), so each stretch's extended prompt is shared by its variants and starts from the
-    row's prompt state (its last segment cut; :class:`~ragsense.models.ScoreRequest` ``splits``).
-    ``with_context[i]`` and ``originals[i]`` score variant ``i`` and the answer's same stretch under the
-    context; the no-context requests are made only for the variants that win under the context.
+    A variant is compared with the answer from its first changed word to the end of the sentences it
+    changes: both are scored as continuations of the row's prompt followed by the answer's text
+    before that word (:func:`stretch`). ``with_context[i]`` and ``originals[i]`` score variant ``i``
+    and the answer's same stretch under the context; ``bounds[i]`` is where that stretch lies in the
+    answer's own continuation, so its log-probability is read off the answer's own scores
+    (:func:`answer_totals`) and ``originals[i]`` is scored only where it cannot be. The scorer sends
+    the answer and its variants to the model as one :class:`~ragsense.models.ScoreGroup` per row (one
+    packed pass on the row's prompt state); the no-context requests are made only for the variants
+    that win under the context.
     """
 
     variants: list[BindingVariant]
     with_context: list[ScoreRequest]
     originals: list[ScoreRequest]
     ranks: list[int] | None = None  # each variant's rank among the answer's (None: 0, 1, 2...)
+    # Where each original stretch lies in the answer's own continuation string ([start, end)
+    # characters; empty: unknown, each original then has its own request).
+    bounds: list[tuple[int, int]] = field(default_factory=list)
 
     def rank(self, index: int) -> int:
         return index if self.ranks is None else self.ranks[index]
 
 
+def first_change(answer: str, variant: BindingVariant) -> int:
+    """Where ``variant`` and ``answer`` start to be compared: before the whitespace that precedes the
+    word holding their first difference (at the earliest ``variant.start``, the changed sentence's).
+
+    The text before it is the same in both, so its log-probabilities would cancel in the margin; it
+    goes into the shared prompt instead and is run once. Starting at a word's leading whitespace keeps
+    the compared text on a token boundary of both (``" 2001"``, ``" 1999"``).
+
+    >>> from ragsense.text import binding_variants
+    >>> a = "It is red. It was built in 1999."
+    >>> v = binding_variants(a, ["Built in 1999, not 2001; it is red."])[-1]
+    >>> a[: first_change(a, v)]
+    'It is red. It was built in'
+    """
+    text, same = variant.text, variant.start
+    limit = min(variant.cut, variant.variant_cut)
+    while same < limit and text[same] == answer[same]:
+        same += 1
+    at = same
+    while at > variant.start and not answer[at - 1].isspace():
+        at -= 1
+    while at > variant.start and answer[at - 1].isspace():
+        at -= 1
+    return at
+
+
 def stretch(
     prompt: ScoreRequest, answer: str, variant: BindingVariant, continuation: Callable[[str], str]
 ) -> tuple[ScoreRequest, ScoreRequest]:
-    """``(variant request, answer request)`` comparing ``variant`` with ``answer`` after ``prompt``.
+    """``(variant request, answer request)`` comparing ``variant`` with ``answer`` after ``prompt``:
+    from :func:`first_change` to the end of the changed sentences.
 
     >>> from ragsense.text import binding_variants
     >>> v = binding_variants("It is red. It was built in 1999.", ["Built in 1999, not 2001; it is red."])[-1]
     >>> var, ans = stretch(ScoreRequest("Q:", ""), "It is red. It was built in 1999.", v, lambda a: " " + a)
     >>> var.prompt, var.continuation, ans.continuation
-    ('Q: It is red.', ' It was built in 2001.', ' It was built in 1999.')
+    ('Q: It is red. It was built in', ' 2001.', ' 1999.')
     """
-    if variant.start == 0:
+    at = first_change(answer, variant)
+    if at == 0:
         # The row's own prompt: the answer's request is then the row's own when the stretch is the
-        # whole answer, and is not scored twice.
+        # whole answer.
         head, splits = prompt.prompt, prompt.splits
         var, orig = continuation(variant.text[: variant.variant_cut]), continuation(answer[: variant.cut])
     else:
         splits = (*prompt.splits, len(prompt.prompt))
-        head = prompt.prompt + continuation(answer[: variant.start])
-        var, orig = variant.text[variant.start : variant.variant_cut], answer[variant.start : variant.cut]
+        head = prompt.prompt + continuation(answer[:at])
+        var, orig = variant.text[at : variant.variant_cut], answer[at : variant.cut]
     return ScoreRequest(head, var, splits), ScoreRequest(head, orig, splits)
 
 
@@ -222,18 +256,60 @@ def plan_binding(
         ranks = checkable_ranks(answer, contexts, variants)
         variants = [variants[r] for r in ranks]
     pairs = [stretch(full, answer, v, continuation) for v in variants]
-    return BindingPlan(variants, [p[0] for p in pairs], [p[1] for p in pairs], ranks)
+    bounds = []
+    for v in variants:
+        at = first_change(answer, v)
+        bounds.append((len(continuation(answer[:at])) if at else 0, len(continuation(answer[: v.cut]))))
+    return BindingPlan(variants, [p[0] for p in pairs], [p[1] for p in pairs], ranks, bounds)
+
+
+def answer_totals(plan: BindingPlan, own: ContinuationScore) -> list[float | None]:
+    """Each original stretch's log-probability read off the answer's own scores (``own``: the row's
+    request under the same prompt, which ConSens scores anyway): its tokens that end inside the
+    stretch's bounds. None where a token crosses the stretch's end (the stretch is then not a run of
+    the answer's tokens) or the bounds are unknown: that original needs its own request.
+
+    The original request tokenizes the same text up to the stretch's end, so where a token ends
+    there its tokens are the answer's own, and their log-probabilities differ from its own request's
+    only by the summation order of the passes that computed them.
+
+    >>> from ragsense.models import ContinuationScore
+    >>> own = ContinuationScore((" It", " is", " red", "."), ((0, 3), (3, 6), (6, 10), (10, 11)),
+    ...                         (-1.0, -0.5, -2.0, -0.25), prompt_tokens=3)
+    >>> p = BindingPlan([], [], [], bounds=[(6, 11), (0, 8)])
+    >>> answer_totals(p, own)
+    [-2.25, None]
+    """
+    totals: list[float | None] = []
+    for start, end in plan.bounds:
+        picked = [lp for (a, b), lp in zip(own.offsets, own.logprobs, strict=True) if start < b <= end]
+        crossed = any(a < end < b for a, b in own.offsets)
+        totals.append(None if crossed or not picked else float(sum(picked)))
+    if not plan.bounds:
+        totals = [None] * len(plan.variants)
+    return totals
+
+
+def own_requests(plan: BindingPlan, totals: Sequence[float | None]) -> list[ScoreRequest]:
+    """The original stretches that :func:`answer_totals` could not read: they are scored as requests."""
+    return [plan.originals[i] for i, total in enumerate(totals) if total is None]
 
 
 def _total(score: ContinuationScore) -> float:
     return float(sum(score.logprobs))
 
 
-def margins_with_context(plan: BindingPlan, scored: Mapping[ScoreRequest, ContinuationScore]) -> list[float]:
-    """Each variant's ``margin``: its log-probability under the context minus the answer's, over the
-    sentences it changes."""
+def margins_with_context(
+    plan: BindingPlan,
+    scored: Mapping[ScoreRequest, ContinuationScore],
+    totals: Sequence[float | None],
+) -> list[float]:
+    """Each variant's ``margin``: its log-probability under the context minus the answer's, from the
+    first change to the end of the sentences it changes (``totals``: :func:`answer_totals` under the
+    context; a None one is read from ``scored``)."""
     return [
-        _total(scored[v]) - _total(scored[o]) for v, o in zip(plan.with_context, plan.originals, strict=True)
+        _total(scored[v]) - (_total(scored[o]) if t is None else t)
+        for v, o, t in zip(plan.with_context, plan.originals, totals, strict=True)
     ]
 
 
@@ -260,12 +336,17 @@ def findings_of(
     without: Sequence[tuple[int, ScoreRequest, ScoreRequest]],
     scored: Mapping[ScoreRequest, ContinuationScore],
     check: BindingCheck,
+    totals: Sequence[float | None] = (),
 ) -> list[BindingFinding]:
-    """The misbound findings, strongest first (ties in variant order)."""
+    """The misbound findings, strongest first (ties in variant order); ``totals``: the answer's
+    stretches without the context (:func:`answer_totals`; a None or missing one is read from
+    ``scored``)."""
     out = []
     for i, variant_req, original_req in without:
         v = plan.variants[i]
-        lift = margins[i] - (_total(scored[variant_req]) - _total(scored[original_req]))
+        own = totals[i] if i < len(totals) else None
+        original = _total(scored[original_req]) if own is None else own
+        lift = margins[i] - (_total(scored[variant_req]) - original)
         if lift >= check.min_lift:
             out.append(
                 BindingFinding(

@@ -9,8 +9,8 @@ of a batch of rows go to the model in one ``score`` call, which the backend pack
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections import ChainMap, OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ragsense.consens._binding import (
@@ -18,10 +18,12 @@ from ragsense.consens._binding import (
     BindingCheck,
     BindingFinding,
     BindingPlan,
+    answer_totals,
     findings_of,
     margins_with_context,
     misbound_strengths,
     no_context_requests,
+    own_requests,
     plan_binding,
     with_misbound,
 )
@@ -58,7 +60,15 @@ from ragsense.consens._select import (
 )
 from ragsense.consens._verdicts import Bands, verdict_of
 from ragsense.errors import InputError, ParameterError
-from ragsense.models import ContinuationScore, LanguageModel, ScoreRequest, SupportsLogprobs, require
+from ragsense.models import (
+    ContinuationScore,
+    LanguageModel,
+    ScoreGroup,
+    ScoreRequest,
+    SupportsGroupScoring,
+    SupportsLogprobs,
+    require,
+)
 from ragsense.text import (
     ContentSelection,
     ContextVocabulary,
@@ -163,11 +173,13 @@ class GroundingScorer:
             if isinstance(plan, _Plan):
                 if plan.empty not in self._empty_cache:
                     wanted[plan.empty] = None
-                wanted[plan.full] = None
+                if not (self.binding is not None and plan.binding is not None and plan.binding.variants):
+                    # A checked row's own request is scored with its variants (_binding_findings).
+                    wanted[plan.full] = None
                 wanted.update((req, None) for req, *_ in plan.leave_one_out)
         requests = list(wanted)
         scored = dict(zip(requests, await self.model.score(requests), strict=True)) if requests else {}
-        findings = await self._binding_findings(plans, scored)
+        findings, own = await self._binding_findings(plans, scored)
         for plan in plans:
             if isinstance(plan, _Plan) and plan.empty in scored:
                 self._remember(plan.empty, scored[plan.empty])
@@ -177,43 +189,96 @@ class GroundingScorer:
                 results.append(plan)
                 continue
             empty = scored.get(plan.empty) or self._empty_cache[plan.empty]
+            row_scored = ChainMap({plan.full: own[i]}, scored) if i in own else scored
             try:
-                results.append(self._result(plan, empty, scored, findings.get(i)))
+                results.append(self._result(plan, empty, row_scored, findings.get(i)))
             except ValueError as exc:
                 results.append(InputError(str(exc), row=i, field="answer"))
         return results
 
     async def _binding_findings(
         self, plans: Sequence[_Plan | InputError], scored: dict[ScoreRequest, ContinuationScore]
-    ) -> dict[int, list[BindingFinding]]:
-        """Each checked row's misbound findings, in two more calls after the rows' own: the variants
-        under the context (their prompts extend the row's prompt, whose state the first call left in
-        the model's prompt cache), then those the context prefers without it."""
+    ) -> tuple[dict[int, list[BindingFinding]], dict[int, ContinuationScore]]:
+        """Each checked row's misbound findings, and its answer's own score under the context, in two
+        steps after the rows' own call: the answer and its variants under the context, then the
+        answer and the variants the context prefers without it. Each step scores one group per row
+        (:class:`~ragsense.models.ScoreGroup`: the row's prompt, then the answer and its variants in
+        one pass), so a row's findings depend on the row alone. The answer's stretches are read off
+        its own scores in the group (:func:`answer_totals`)."""
         check = self.binding
         checked = [
             (i, plan, plan.binding)
             for i, plan in enumerate(plans)
-            if isinstance(plan, _Plan) and plan.binding is not None
+            if isinstance(plan, _Plan) and plan.binding is not None and plan.binding.variants
         ]
         if check is None or not checked:
-            return {}
-        first = {r: None for _, _, bp in checked for r in (*bp.with_context, *bp.originals)}
-        todo = [r for r in first if r not in scored]
-        if todo:
-            scored.update(zip(todo, await self.model.score(todo), strict=True))
+            return {}, {}
+        with_context = await self._answer_groups(
+            [(plan.full, plan.full, bp, bp.with_context) for _, plan, bp in checked]
+        )
         margins: dict[int, list[float]] = {}
         without: dict[int, list[tuple[int, ScoreRequest, ScoreRequest]]] = {}
-        wanted: dict[ScoreRequest, None] = {}
-        for i, plan, bp in checked:
-            margins[i] = margins_with_context(bp, scored)
+        for (i, plan, bp), (found, totals) in zip(checked, with_context, strict=True):
+            margins[i] = margins_with_context(bp, found, totals)
             without[i] = no_context_requests(
                 bp, margins[i], plan.empty, plan.answer, self.template.continuation, check
             )
-            wanted.update((r, None) for _, v, o in without[i] for r in (v, o) if r not in scored)
-        requests = list(wanted)
-        if requests:
-            scored.update(zip(requests, await self.model.score(requests), strict=True))
-        return {i: findings_of(bp, margins[i], without[i], scored, check) for i, _, bp in checked}
+        asked = [(i, plan, bp) for i, plan, bp in checked if without[i]]
+        no_context = await self._answer_groups(
+            [(plan.empty, plan.empty, bp, [v for _, v, _ in without[i]]) for i, plan, bp in asked]
+        )
+        scored_without = {i: result for (i, _, _), result in zip(asked, no_context, strict=True)}
+        findings = {}
+        for i, _, bp in checked:
+            found, totals = scored_without.get(i, ({}, []))
+            findings[i] = findings_of(bp, margins[i], without[i], found, check, totals)
+        own = {i: found[plan.full] for (i, plan, _), (found, _) in zip(checked, with_context, strict=True)}
+        return findings, own
+
+    async def _answer_groups(
+        self, rows: Sequence[tuple[ScoreRequest, ScoreRequest, BindingPlan, Sequence[ScoreRequest]]]
+    ) -> list[tuple[dict[ScoreRequest, ContinuationScore], list[float | None]]]:
+        """Per ``(prompt, the answer's request, plan, variant requests)``: the scores of one group of
+        the answer and the variants after the prompt, and the answer's stretches read off its score.
+        A stretch that is not a run of its tokens (:func:`answer_totals` None, rare) is scored as its
+        own request in a further call."""
+        if not rows:
+            return []
+        groups = await self._score_groups(
+            [(prompt, [answer, *variants]) for prompt, answer, _, variants in rows]
+        )
+        totals = [
+            answer_totals(bp, found[answer]) for (_, answer, bp, _), found in zip(rows, groups, strict=True)
+        ]
+        missing = [
+            (prompt, own_requests(bp, tot)) for (prompt, _, bp, _), tot in zip(rows, totals, strict=True)
+        ]
+        if any(requests for _, requests in missing):
+            extra = await self._score_groups([m for m in missing if m[1]])
+            it = iter(extra)
+            for (_, requests), found in zip(missing, groups, strict=True):
+                if requests:
+                    found.update(next(it))
+        return list(zip(groups, totals, strict=True))
+
+    async def _score_groups(
+        self, groups: Sequence[tuple[ScoreRequest, Sequence[ScoreRequest]]]
+    ) -> list[dict[ScoreRequest, ContinuationScore]]:
+        """Per ``(prompt, requests)`` group, its requests' scores: one :class:`ScoreGroup` each where
+        the model scores groups, else one ``score`` call for all (each request then alone)."""
+        if not groups:
+            return []
+        unique = [list(dict.fromkeys(requests)) for _, requests in groups]
+        if isinstance(self.model, SupportsGroupScoring):
+            batch = [
+                ScoreGroup(prompt.prompt, tuple(requests), prompt.splits)
+                for (prompt, _), requests in zip(groups, unique, strict=True)
+            ]
+            results = await self.model.score_groups(batch)
+            return [dict(zip(g.requests, r, strict=True)) for g, r in zip(batch, results, strict=True)]
+        flat = list(dict.fromkeys(r for requests in unique for r in requests))
+        scores = dict(zip(flat, await self.model.score(flat), strict=True))
+        return [{r: scores[r] for r in requests} for requests in unique]
 
     # -- planning ------------------------------------------------------------------------------
     def _plan(self, question: str, contexts: list[str], answer: str, attribution: bool) -> _Plan:
@@ -289,7 +354,7 @@ class GroundingScorer:
         self,
         plan: _Plan,
         empty: ContinuationScore,
-        scored: dict[ScoreRequest, ContinuationScore],
+        scored: Mapping[ScoreRequest, ContinuationScore],
         findings: list[BindingFinding] | None = None,
     ) -> GroundingResult:
         if not plan.selection.kept:

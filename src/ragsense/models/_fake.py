@@ -57,6 +57,7 @@ from ragsense.models._interface import (
     GenerationConfig,
     ModelInfo,
     ScoredGeneration,
+    ScoreGroup,
     ScoreRequest,
 )
 from ragsense.models._json_schema import UnsupportedSchemaError
@@ -129,6 +130,12 @@ class FakeModel:
             prompt_tokens=_BOS + first,
             straddles_boundary=spans[first][0] < boundary,
         )
+
+    # -- SupportsGroupScoring ------------------------------------------------------------------
+    async def score_groups(self, groups: Sequence[ScoreGroup]) -> list[list[ContinuationScore]]:
+        """Each group through :meth:`score` (the fake's scores do not depend on batches; a subclass
+        that changes ``score`` changes its groups the same way)."""
+        return [await self.score(list(g.requests)) for g in groups]
 
     # -- SupportsChoiceScoring -----------------------------------------------------------------
     async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[tuple[float, ...]]:

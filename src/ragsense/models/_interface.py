@@ -137,6 +137,53 @@ class SupportsLogprobs(LanguageModel, Protocol):
 
 
 @dataclass(frozen=True)
+class ScoreGroup:
+    """Requests that extend one prompt, to be scored together (the binding check's variants of one
+    answer, each after its own part of the answer).
+
+    Every request's ``prompt`` starts with ``prompt``, whose ``splits`` are as in
+    :class:`ScoreRequest` (the transformers backend finds that prompt's state in its prompt cache by
+    its tokens and cuts). Each request is scored by the :class:`ScoreRequest` contract (joint
+    tokenization). A backend may run ``prompt`` once, the parts of the requests' prompts after it once
+    where one extends another, and every continuation as one batch: a request's log-probs may then
+    differ from a lone :meth:`SupportsLogprobs.score` of it by floating-point summation order (the
+    batch's shapes; about 1e-5 in a log-probability on a CPU), but they depend on its group only,
+    never on other groups, calls or the prompt cache: the same group gives the same bits.
+
+    >>> g = ScoreGroup("Q: ", (ScoreRequest("Q: It is", " red."), ScoreRequest("Q: It is", " blue.")))
+    >>> ScoreGroup("A: ", g.requests)
+    Traceback (most recent call last):
+    ...
+    ValueError: request 0's prompt does not start with the group's prompt
+    """
+
+    prompt: str
+    requests: tuple[ScoreRequest, ...]
+    splits: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if any(not 0 <= s <= len(self.prompt) for s in self.splits):
+            raise ValueError(f"splits must lie in the prompt (0 to {len(self.prompt)}): {self.splits}")
+        for i, req in enumerate(self.requests):
+            if not req.prompt.startswith(self.prompt):
+                raise ValueError(f"request {i}'s prompt does not start with the group's prompt")
+
+
+@runtime_checkable
+class SupportsGroupScoring(SupportsLogprobs, Protocol):
+    """Capability: score groups of requests (:class:`ScoreGroup`), each as one batch after its prompt.
+
+    Scoring ``k`` requests that extend one prompt then costs one body call for the parts of their
+    prompts after the shared one and one for their continuations, instead of ``k``: on a CPU each call
+    reads every weight of the model, so few calls of many tokens beat many calls of few (docs/speed.md,
+    "Binding check on a CPU"). Backends without it are served by :meth:`SupportsLogprobs.score` on
+    the groups' requests.
+    """
+
+    async def score_groups(self, groups: Sequence[ScoreGroup]) -> list[list[ContinuationScore]]: ...
+
+
+@dataclass(frozen=True)
 class ChoiceRequest:
     """Score each of ``choices`` as a continuation of ``prompt`` (a judge picking a label).
 

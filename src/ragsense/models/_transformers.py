@@ -7,6 +7,8 @@
   only, log-softmax in chunks) every log-probability below goes through;
 * :mod:`~ragsense.models._hf_scoring`: packed scoring (``score``) and prompt log-probs (``echo``);
 * :mod:`~ragsense.models._hf_choices`: choice scoring on one prompt pass, shared prefixes in the prompt cache;
+* :mod:`~ragsense.models._hf_grouped`: group scoring (the binding check's variants of one answer as
+  one batch);
 * :mod:`~ragsense.models._decoding`: greedy and scored decoding, sampling, structured dispatch;
 * :mod:`~ragsense.models._chat`: the chat template.
 """
@@ -26,6 +28,7 @@ from ragsense.models._decoding import (
     hf_generate,
 )
 from ragsense.models._hf_choices import ChoiceScorer
+from ragsense.models._hf_grouped import GroupScorer
 from ragsense.models._hf_loading import load_hf_model
 from ragsense.models._hf_prompt_cache import (
     DEFAULT_PROMPT_CACHE_TOKENS,
@@ -43,6 +46,7 @@ from ragsense.models._interface import (
     ModelInfo,
     PromptLogprobs,
     ScoredGeneration,
+    ScoreGroup,
     ScoreRequest,
 )
 from ragsense.models._kernel import LogprobKernel, import_torch
@@ -122,6 +126,7 @@ class TransformersModel:
             prompt_cache=PromptStateCache(prompt_cache_tokens) if prompt_cache_tokens else None,
         )
         self._choices = ChoiceScorer(self._scorer)
+        self._groups = GroupScorer(self._scorer)
 
     # -- LanguageModel -------------------------------------------------------------------------
     @property
@@ -219,6 +224,14 @@ class TransformersModel:
     def next_token_logprobs(self, state: torch.Tensor) -> torch.Tensor:
         """The full log-softmax row of one state (``[1, hidden]``)."""
         return self.kernel.next_token_logprobs(state)
+
+    # -- SupportsGroupScoring ------------------------------------------------------------------
+    async def score_groups(self, groups: Sequence[ScoreGroup]) -> list[list[ContinuationScore]]:
+        return self.score_groups_sync(groups)
+
+    def score_groups_sync(self, groups: Sequence[ScoreGroup]) -> list[list[ContinuationScore]]:
+        """Synchronous :meth:`score_groups` (see :mod:`ragsense.models._hf_grouped`)."""
+        return self._groups.score_groups(groups)
 
     # -- SupportsChoiceScoring -----------------------------------------------------------------
     async def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[tuple[float, ...]]:
