@@ -2,8 +2,9 @@
 
     .venv/bin/python -m benchmarks.bench_consens --model smollm2-135m --items 20
 
-Rows: WikiEval items, each answer (grounded and ungrounded) scored against ``context_v1``, so every
-(question, answer) needs one no-context pass and one context pass. The "limit" is the model body
+Rows: WikiEval items, each answer (grounded and ungrounded) scored against ``context_v1``, or with
+``--dataset halueval`` HaluEval-dev items (right and hallucinated answer against the knowledge), so
+every (question, answer) needs one no-context pass and one context pass. The "limit" is the model body
 (transformer layers, no LM head) run over exactly the unique token sequences ConSens scores, with the
 same batch plan. ConSens adds the LM head on continuation positions, tokenization, word alignment and
 the score. A second baseline is the naive route: the model's full forward pass with log-softmax over
@@ -36,13 +37,20 @@ import time
 from typing import Any
 
 from ragsense.consens import DEFAULT_BINDING, GroundingScorer, support_r
-from ragsense.data import load_wikieval
+from ragsense.data import load_halueval, load_wikieval
 from ragsense.models import ScoreRequest, load_model
 from ragsense.text import ContextVocabulary, is_refusal
 
 
-def _rows(data: str | None, items: int) -> list[tuple[str, list[str], str]]:
+def _rows(data: str | None, items: int, dataset: str = "wikieval") -> list[tuple[str, list[str], str]]:
+    """Two rows per item: WikiEval's grounded and ungrounded answers against ``context_v1``, or
+    HaluEval-dev's right and hallucinated answers against the item's knowledge."""
     rows = []
+    if dataset == "halueval":
+        for h in load_halueval(data)[:items]:
+            rows.append((h.question, [h.knowledge], h.right_answer))
+            rows.append((h.question, [h.knowledge], h.hallucinated_answer))
+        return rows
     for it in load_wikieval(data)[:items]:
         rows.append((it.question, it.context_v1, it.grounded_answer))
         rows.append((it.question, it.context_v1, it.ungrounded_answer))
@@ -86,7 +94,8 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--items", type=int, default=20, help="WikiEval items (2 rows each)")
+    parser.add_argument("--items", type=int, default=20, help="items (2 rows each)")
+    parser.add_argument("--dataset", choices=("wikieval", "halueval"), default="wikieval")
     parser.add_argument("--data", default=None)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--device", default="auto")
@@ -95,7 +104,7 @@ def main() -> None:
     if args.threads:
         options["threads"] = args.threads
     model = load_model(args.model, **options)
-    rows = _rows(args.data, args.items)
+    rows = _rows(args.data, args.items, args.dataset)
     scorer = GroundingScorer(model, binding=None)
     requests = _unique_requests(scorer, rows)
     # Warm-up (allocator, kernels) on a few sequences, outside the timings.
@@ -132,6 +141,7 @@ def main() -> None:
 
     figures = {
         "model": model.info.name,
+        "dataset": args.dataset,
         "device": str(model._device),
         "rows": len(rows),
         "sequences": len(requests),

@@ -6,10 +6,17 @@ hand`` and reported in docs/results.md, misses included."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from pathlib import Path
+
 import pytest
+from benchmarks.compare_binding_rows import compare, load_rows
+from papers.consens.binding_check import LOOSEST_8, hand_rows
 
 from ragsense import evaluate
-from ragsense.consens import ConSens, binding_reasons
+from ragsense.consens import DEFAULT_BINDING, ConSens, GroundingScorer, binding_reasons
+from ragsense.models import SupportsGroupScoring
 
 pytestmark = pytest.mark.model
 
@@ -86,11 +93,6 @@ class _OneRequestAtATime:
 def test_grouped_and_one_at_a_time_find_the_same(smollm2) -> None:  # type: ignore[no-untyped-def]
     """One pass per row (the variants packed, the answer's stretches read off its own scores) finds what
     scoring every variant and stretch as its own request finds, margins within 1e-3 nats."""
-    import asyncio
-
-    from ragsense.consens import DEFAULT_BINDING, GroundingScorer
-    from ragsense.models import SupportsGroupScoring
-
     rows = [(q, [c], a) for c, q, right, wrong, _ in CASES for a in (right, wrong)]
     slow = _OneRequestAtATime(smollm2)
     assert not isinstance(slow, SupportsGroupScoring)
@@ -106,3 +108,22 @@ def test_grouped_and_one_at_a_time_find_the_same(smollm2) -> None:  # type: igno
         for f, h in zip(g.binding, a.binding, strict=True):  # type: ignore[union-attr]
             assert abs(f.margin - h.margin) < 1e-3 and abs(f.lift - h.lift) < 1e-3
         assert abs(g.consens - a.consens) < 1e-3  # type: ignore[union-attr]
+
+
+def test_the_committed_hand_rows_come_out_of_the_packed_pass(smollm2) -> None:  # type: ignore[no-untyped-def]
+    """The first 12 hand-written rows, rescored as their committed per-row file was (the loosest
+    8-variant check), give the same findings and verdicts; margins and lifts within 1e-3 nats (the
+    file was written by the one-request-at-a-time route: the summation order differs)."""
+    rows = hand_rows()[:12]
+    records = [
+        {"id": r.id, "question": r.question, "contexts": list(r.contexts), "answer": r.answer} for r in rows
+    ]
+    run = evaluate(records, [ConSens(smollm2, binding=LOOSEST_8)], progress=False)
+    after = {rec["id"]: {"id": rec["id"], "result": rec} for rec in run.rows}
+    folder = Path(__file__).parents[2] / "docs" / "results" / "consens" / "binding"
+    result = compare(load_rows(folder / "binding-hand.jsonl"), after)
+    assert result["rows"] == 12 and result["findings_compared"] > 0, json.dumps(result)
+    assert result["rows_with_other_findings"] == result["rows_with_other_verdicts"] == 0, json.dumps(result)
+    assert result["max_finding_change_nats"] < 1e-3 and result["max_consens_change"] < 1e-3, json.dumps(
+        result
+    )
