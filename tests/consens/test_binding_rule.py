@@ -126,3 +126,27 @@ def test_the_capable_reader_comparison_comes_from_the_committed_rows() -> None:
     small_loss = halu[qwen.name]["without_check"][0] - halu[qwen.name]["with_check"][0]
     big_loss = halu[FOLDER.name]["without_check"][0] - halu[FOLDER.name]["with_check"][0]
     assert small_loss < 0.05 < big_loss
+
+
+def test_the_three_readers_on_the_hand_rows_come_from_the_committed_rows() -> None:
+    """docs/results.md's 1.5B paragraph: the three readers' committed hand-written rows give
+    binding_readers_hand.json (AUROCs within 1e-3, verdict counts exactly), and the 1.5B reader's check
+    is no better than the 0.5B's there."""
+    from papers.consens.binding_readers import compare
+
+    folders = [FOLDER, *(FOLDER.parent / f"binding-qwen2.5-coder-{size}" for size in ("0.5b", "1.5b"))]
+    [hand] = compare(folders, ["hand"]).values()
+    committed = json.loads((FOLDER.parent / "binding_readers_hand.json").read_text(encoding="utf-8"))["hand"]
+    assert hand["groups"] == committed["groups"] == 33
+    for folder in folders:
+        found, stored = hand[folder.name], committed[folder.name]
+        for key in ("without_check", "with_check"):
+            assert abs(found[key][0] - stored[key][0]) <= 1e-3
+        assert found["verdicts"] == stored["verdicts"]
+    big, small = hand["binding-qwen2.5-coder-1.5b"], hand["binding-qwen2.5-coder-0.5b"]
+    assert big["with_check"][0] <= small["with_check"][0]
+    assert (
+        len(big["verdicts"]["recombined_grounded_after"])
+        == len(small["verdicts"]["recombined_grounded_after"])
+        == 4
+    )
