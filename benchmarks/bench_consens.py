@@ -10,7 +10,9 @@ same batch plan. ConSens adds the LM head on continuation positions, tokenizatio
 the score. A second baseline is the naive route: the model's full forward pass with log-softmax over
 every position. Printed figures are token rates and their ratios (higher is better; 1.0 means ConSens
 costs nothing beyond the forward pass); the last line is one JSON object. Peak memory is the process's
-peak resident set size right after the ConSens pass (model weights included).
+peak resident set size right after the ConSens pass (model weights included). ``*_body_calls`` and
+``*_body_tokens`` count the model body's calls and the tokens they run (rows x length, padding
+included) in each timed run.
 
 The default score ``support`` (issue 24) adds work the previous default (``q25``) did not do: the
 context's word keys, the refusal check and each word's lookup and support probability.
@@ -112,19 +114,31 @@ def main() -> None:
 
     # ConSens first, so the peak memory read right after it is ConSens's own (the full-logits
     # baseline below allocates far more).
-    def timed(binding: Any) -> tuple[float, list[Any]]:
+    # Body calls and the tokens they run (batch x length), counted at the kernel.
+    body: list[int] = []
+    states = model.kernel.states
+
+    def counted(ids: Any, **kwargs: Any) -> Any:
+        body.append(int(ids.shape[0] * ids.shape[1]))
+        return states(ids, **kwargs)
+
+    model.kernel.states = counted
+
+    def timed(binding: Any) -> tuple[float, list[Any], int, int]:
         cache = getattr(model._scorer, "prompt_cache", None)
         if cache is not None:
             cache.clear()  # each run reads its prompts afresh
+        body.clear()
         started = time.perf_counter()
         out = asyncio.run(GroundingScorer(model, binding=binding).score(rows))
         if model._device.type == "cuda":
             model._torch.cuda.synchronize()
-        return time.perf_counter() - started, out
+        return time.perf_counter() - started, out, len(body), sum(body)
 
-    consens_s, results = timed(None)
+    consens_s, results, consens_calls, consens_tokens = timed(None)
     consens_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    binding_s, checked = timed(DEFAULT_BINDING)
+    binding_s, checked, binding_calls, binding_tokens = timed(DEFAULT_BINDING)
+    model.kernel.states = states
     variants = sum(getattr(r, "binding_variants", 0) for r in checked)
     body_s, tokens = _raw_forward(model, requests, with_full_logits=False)
     full_s, _ = _raw_forward(model, requests, with_full_logits=True)
@@ -156,6 +170,10 @@ def main() -> None:
         "binding_rows_per_s": round(len(rows) / binding_s, 2),
         "binding_variants_per_row": round(variants / len(rows), 2),
         "binding_vs_consens": round(binding_s / consens_s, 3),
+        "consens_body_calls": consens_calls,
+        "consens_body_tokens": consens_tokens,
+        "binding_body_calls": binding_calls,
+        "binding_body_tokens": binding_tokens,
         "support_extra_s": round(extra_s, 4),
         "support_vs_previous_default": round(consens_s / (consens_s - extra_s), 4),
         "consens_peak_rss_mb": round(consens_peak_mb, 1),

@@ -217,10 +217,14 @@ def first_change(answer: str, variant: BindingVariant) -> int:
 
 
 def stretch(
-    prompt: ScoreRequest, answer: str, variant: BindingVariant, continuation: Callable[[str], str]
+    prompt: ScoreRequest,
+    answer: str,
+    variant: BindingVariant,
+    continuation: Callable[[str], str],
+    at: int | None = None,
 ) -> tuple[ScoreRequest, ScoreRequest]:
     """``(variant request, answer request)`` comparing ``variant`` with ``answer`` after ``prompt``:
-    from :func:`first_change` to the end of the changed sentences.
+    from :func:`first_change` to the end of the changed sentences (``at``: that place, when known).
 
     >>> from ragsense.text import binding_variants
     >>> v = binding_variants("It is red. It was built in 1999.", ["Built in 1999, not 2001; it is red."])[-1]
@@ -228,7 +232,7 @@ def stretch(
     >>> var.prompt, var.continuation, ans.continuation
     ('Q: It is red. It was built in', ' 2001.', ' 1999.')
     """
-    at = first_change(answer, variant)
+    at = first_change(answer, variant) if at is None else at
     if at == 0:
         # The row's own prompt: the answer's request is then the row's own when the stretch is the
         # whole answer.
@@ -255,11 +259,13 @@ def plan_binding(
     if check.checkable_only:
         ranks = checkable_ranks(answer, contexts, variants)
         variants = [variants[r] for r in ranks]
-    pairs = [stretch(full, answer, v, continuation) for v in variants]
-    bounds = []
-    for v in variants:
-        at = first_change(answer, v)
-        bounds.append((len(continuation(answer[:at])) if at else 0, len(continuation(answer[: v.cut]))))
+    starts = [first_change(answer, v) for v in variants]
+    pairs = [stretch(full, answer, v, continuation, at) for v, at in zip(variants, starts, strict=True)]
+    # The original's continuation is the answer's from ``at`` (from 0 when at == 0: stretch()).
+    bounds = [
+        (len(continuation(answer[:at])) if at else 0, len(continuation(answer[: v.cut])))
+        for v, at in zip(variants, starts, strict=True)
+    ]
     return BindingPlan(variants, [p[0] for p in pairs], [p[1] for p in pairs], ranks, bounds)
 
 
@@ -280,13 +286,13 @@ def answer_totals(plan: BindingPlan, own: ContinuationScore) -> list[float | Non
     >>> answer_totals(p, own)
     [-2.25, None]
     """
+    if not plan.bounds:
+        return [None] * len(plan.variants)
     totals: list[float | None] = []
     for start, end in plan.bounds:
         picked = [lp for (a, b), lp in zip(own.offsets, own.logprobs, strict=True) if start < b <= end]
         crossed = any(a < end < b for a, b in own.offsets)
         totals.append(None if crossed or not picked else float(sum(picked)))
-    if not plan.bounds:
-        totals = [None] * len(plan.variants)
     return totals
 
 

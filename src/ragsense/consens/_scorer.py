@@ -103,6 +103,11 @@ class _Plan:
     leave_one_out: list[tuple[ScoreRequest, bool, ContextVocabulary, str]] = field(default_factory=list)
     binding: BindingPlan | None = None
 
+    @property
+    def checked(self) -> bool:
+        """Whether the binding check scores this row: it has variants (the check on, not a refusal)."""
+        return self.binding is not None and bool(self.binding.variants)
+
 
 class GroundingScorer:
     """Scores rows with ConSens on one model. Reuse one scorer to benefit from its no-context cache.
@@ -173,8 +178,7 @@ class GroundingScorer:
             if isinstance(plan, _Plan):
                 if plan.empty not in self._empty_cache:
                     wanted[plan.empty] = None
-                if not (self.binding is not None and plan.binding is not None and plan.binding.variants):
-                    # A checked row's own request is scored with its variants (_binding_findings).
+                if not plan.checked:  # a checked row's own request is scored with its variants
                     wanted[plan.full] = None
                 wanted.update((req, None) for req, *_ in plan.leave_one_out)
         requests = list(wanted)
@@ -209,7 +213,7 @@ class GroundingScorer:
         checked = [
             (i, plan, plan.binding)
             for i, plan in enumerate(plans)
-            if isinstance(plan, _Plan) and plan.binding is not None and plan.binding.variants
+            if isinstance(plan, _Plan) and plan.checked and plan.binding is not None
         ]
         if check is None or not checked:
             return {}, {}

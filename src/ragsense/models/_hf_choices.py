@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragsense.models._hf_scoring import Encoded, PackedScorer
+from ragsense.models._hf_scoring import Encoded, PackedScorer, each_once
 from ragsense.models._hf_shared import continuations_on_state, prompt_state
 from ragsense.models._interface import ChoiceRequest, ScoreRequest
 
@@ -63,13 +63,7 @@ class ChoiceScorer:
 
     def score_choices(self, requests: Sequence[ChoiceRequest]) -> list[tuple[float, ...]]:
         """The summed log-probability of each choice, per request (identical requests once)."""
-        unique: dict[ChoiceRequest, int] = {}
-        for req in requests:
-            unique.setdefault(req, len(unique))
-        # Tokenize and validate everything before any forward pass.
-        plans = [self.plan(req) for req in unique]
-        results = [self.run(plan) for plan in plans]
-        return [results[unique[req]] for req in requests]
+        return each_once(requests, self.plan, self.run)
 
     def plan(self, req: ChoiceRequest) -> ChoicePlan:
         if not req.choices:

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ragsense.models._hf_scoring import Encoded, PackedScorer, _result
+from ragsense.models._hf_scoring import Encoded, PackedScorer, each_once, score_of
 from ragsense.models._hf_shared import SCORE_KV_TOKENS, continuations_on_state, prompt_state
 from ragsense.models._interface import ContinuationScore, ScoreGroup, ScoreRequest
 
@@ -119,7 +119,7 @@ def group_plan(encoded: list[Encoded], prompt_ids: tuple[int, ...], cuts: tuple[
         leader = min(left, key=lambda i: (-len(led_by(i)), -len(encoded[i].ids), i))
         members = led_by(leader)
         chains.append([leader, *(i for i in members if i != leader)])
-        left = [i for i in left if i not in members and i != leader]
+        left = [i for i in left if i not in members]  # the leader leads itself
     return GroupPlan(encoded, prompt_ids, cuts, chains, alone)
 
 
@@ -133,13 +133,7 @@ class GroupScorer:
 
     def score_groups(self, groups: Sequence[ScoreGroup]) -> list[list[ContinuationScore]]:
         """Each group's scores, in request order (identical groups once)."""
-        unique: dict[ScoreGroup, int] = {}
-        for group in groups:
-            unique.setdefault(group, len(unique))
-        # Tokenize and validate everything before any forward pass.
-        plans = [self.plan(group) for group in unique]
-        results = [self.run(plan) for plan in plans]
-        return [results[unique[group]] for group in groups]
+        return each_once(groups, self.plan, self.run)
 
     def plan(self, group: ScoreGroup) -> GroupPlan:
         encoded = [self.scorer.encode(req) for req in group.requests]
@@ -165,7 +159,7 @@ class GroupScorer:
                 else:
                     found = self._parts(plan, chain, state)
                 for i, logprobs in zip(chain, found, strict=True):
-                    out[i] = _result(plan.encoded[i], logprobs)
+                    out[i] = score_of(plan.encoded[i], logprobs)
         return [o for o in out if o is not None]
 
     def packs(self) -> bool:

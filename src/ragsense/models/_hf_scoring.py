@@ -28,8 +28,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragsense.models._hf_batched import continuations_batched, prompt_states, select_rows
 from ragsense.models._hf_prompt_cache import PromptStateCache, croppable, private_copy
@@ -46,6 +46,10 @@ if TYPE_CHECKING:
     import torch
 
     from ragsense.models._kernel import LogprobKernel
+
+Request = TypeVar("Request", bound=Hashable)
+Plan = TypeVar("Plan")
+Result = TypeVar("Result")
 
 
 class Encoded:
@@ -119,6 +123,20 @@ def cuts_of(req: ScoreRequest, offsets: list[tuple[int, int]], first: int) -> tu
         if start in wanted and start < end and t - (cuts[-1] if cuts else 0) >= MIN_SEGMENT:
             cuts.append(t)
     return tuple(cuts)
+
+
+def each_once(
+    requests: Sequence[Request], plan: Callable[[Request], Plan], run: Callable[[Plan], Result]
+) -> list[Result]:
+    """``run(plan(request))`` for each request, identical requests once, every request planned
+    (tokenized and validated) before the first one runs: a bad request fails the call before any
+    forward pass (choice and group scoring)."""
+    unique: dict[Request, int] = {}
+    for req in requests:
+        unique.setdefault(req, len(unique))
+    plans = [plan(req) for req in unique]
+    results = [run(p) for p in plans]
+    return [results[unique[req]] for req in requests]
 
 
 def plan_batches(lengths: list[int], max_batch_tokens: int, max_batch_size: int) -> list[list[int]]:
@@ -202,13 +220,13 @@ class PackedScorer:
             groups = [[encoded[i] for i in members] for members in fresh]
             for members, per_member in zip(fresh, self.batched_prompt_logprobs(groups), strict=True):
                 for i, lps in zip(members, per_member, strict=True):
-                    out[i] = _result(encoded[i], lps)
+                    out[i] = score_of(encoded[i], lps)
             batched = {id(members) for members in fresh}
             shared = [members for members in shared if id(members) not in batched]
         for members in shared:
             items = [encoded[i] for i in members]
             for i, logprobs in zip(members, self.shared_prompt_logprobs(items), strict=True):
-                out[i] = _result(encoded[i], logprobs)
+                out[i] = score_of(encoded[i], logprobs)
         alone = [i for i in range(len(encoded)) if i not in in_shared]
         for i, score in zip(alone, self._score_padded([encoded[i] for i in alone]), strict=True):
             out[i] = score
@@ -322,7 +340,7 @@ class PackedScorer:
                 mask[row, : len(seq)] = 1
             logprobs = self.continuation_logprobs(ids, mask, [encoded[i] for i in batch])
             for row, i in enumerate(batch):
-                out[i] = _result(encoded[i], logprobs[row])
+                out[i] = score_of(encoded[i], logprobs[row])
         return [o for o in out if o is not None]
 
     def continuation_logprobs(
@@ -347,7 +365,8 @@ class PackedScorer:
         return result
 
 
-def _result(e: Encoded, logprobs: list[float]) -> ContinuationScore:
+def score_of(e: Encoded, logprobs: list[float]) -> ContinuationScore:
+    """The :class:`ContinuationScore` of a tokenized request from its continuation log-probs."""
     return ContinuationScore(
         tokens=tuple(e.tokens),
         offsets=tuple(e.offsets),
