@@ -253,3 +253,36 @@ def test_the_comparison_starts_before_the_first_changed_word() -> None:
         assert (var.continuation, orig.continuation) == (compared, own)
         at = first_change(answer, v)
         assert var.prompt == orig.prompt == ("Q:" if at == 0 else "Q: " + answer[:at])
+
+
+def test_a_variant_past_the_model_window_is_left_out_and_noted() -> None:
+    # The context is cut to fit the answer; a variant that puts a longer name in would pass the
+    # window. It is left out (and said so), and the row is scored instead of failing.
+    context = [
+        "Bo Li founded Acme in 2004. Maximilian Alexander Fitzgerald Worthington Montgomery Smythe"
+        " Hale Ivo Jan Kurt Lem chaired Zeta in 1990."
+    ]
+    answer = "Bo Li founded Acme in 2004."
+    loose = BindingCheck(min_margin=-math.inf, min_lift=-math.inf)
+
+    def scored(window: int) -> GroundingResult:
+        scorer = GroundingScorer(FakeModel(context_window=window), binding=loose)
+        [res] = asyncio.run(scorer.score([("Who founded Acme?", context, answer)]))
+        assert isinstance(res, GroundingResult), res
+        return res
+
+    roomy, tight = scored(200), scored(50)
+    assert roomy.binding_variants == 8 and not any("left out" in n for n in roomy.notes)
+    assert 0 < tight.binding_variants < 8 and not tight.truncated
+    [note] = [n for n in tight.notes if n.startswith("binding check:")]
+    assert f"{8 - tight.binding_variants} variant(s) left out" in note
+    # The variants kept keep their ranks: each finding is the roomy run's finding of that rank.
+    by_rank = {f.variant: f for f in roomy.binding or []}
+    assert tight.binding and all(
+        (f.kind, f.original, f.replacement)
+        == (by_rank[f.variant].kind, by_rank[f.variant].original, by_rank[f.variant].replacement)
+        for f in tight.binding
+    )
+    long_name = "Maximilian Alexander Fitzgerald Worthington Montgomery Smythe Hale Ivo Jan Kurt Lem"
+    assert any(f.replacement == long_name for f in roomy.binding or [])
+    assert not any(f.replacement == long_name for f in tight.binding)

@@ -121,7 +121,7 @@ def test_the_committed_hand_rows_come_out_of_the_packed_pass(smollm2) -> None:  
     run = evaluate(records, [ConSens(smollm2, binding=LOOSEST_8)], progress=False)
     after = {rec["id"]: {"id": rec["id"], "result": rec} for rec in run.rows}
     folder = Path(__file__).parents[2] / "docs" / "results" / "consens" / "binding"
-    result = compare(load_rows(folder / "binding-hand.jsonl"), after)
+    result = compare(load_rows(folder / "binding-hand.jsonl.gz"), after)
     assert result["rows"] == 12 and result["findings_compared"] > 0, json.dumps(result)
     assert result["rows_with_other_findings"] == result["rows_with_other_verdicts"] == 0, json.dumps(result)
     assert result["max_finding_change_nats"] < 1e-3 and result["max_consens_change"] < 1e-3, json.dumps(

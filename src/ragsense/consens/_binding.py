@@ -185,6 +185,8 @@ class BindingPlan:
     # Where each original stretch lies in the answer's own continuation string ([start, end)
     # characters; empty: unknown, each original then has its own request).
     bounds: list[tuple[int, int]] = field(default_factory=list)
+    # Variants built but left out because their request would not fit the model window.
+    left_out: int = 0
 
     def rank(self, index: int) -> int:
         return index if self.ranks is None else self.ranks[index]
@@ -251,22 +253,40 @@ def plan_binding(
     full: ScoreRequest,
     continuation: Callable[[str], str],
     check: BindingCheck,
+    fits: Callable[[ScoreRequest], bool] | None = None,
 ) -> BindingPlan:
     """The variants of ``answer`` against ``contexts`` (as scored) and their requests under ``full``'s
-    prompt; ``continuation`` turns answer text into a continuation (the template's)."""
+    prompt; ``continuation`` turns answer text into a continuation (the template's).
+
+    ``fits`` says whether a request fits the model window. The context was cut to fit the answer, so
+    a variant longer than the answer (a longer name put in) can pass the window: such a variant is
+    left out (counted in ``left_out``, noted on the row) rather than failing the row."""
     variants = binding_variants(answer, contexts, limit=check.max_variants)
-    ranks = None
+    ranks = list(range(len(variants)))
     if check.checkable_only:
         ranks = checkable_ranks(answer, contexts, variants)
-        variants = [variants[r] for r in ranks]
-    starts = [first_change(answer, v) for v in variants]
-    pairs = [stretch(full, answer, v, continuation, at) for v, at in zip(variants, starts, strict=True)]
+    starts = {r: first_change(answer, variants[r]) for r in ranks}
+    pairs = {r: stretch(full, answer, variants[r], continuation, starts[r]) for r in ranks}
+    kept = [r for r in ranks if fits is None or fits(pairs[r][0])]
+    left_out = len(ranks) - len(kept)
+    variants_kept = [variants[r] for r in kept]
+    if kept == list(range(len(variants))):
+        kept_ranks: list[int] | None = None  # every variant, in rank order
+    else:
+        kept_ranks = kept
     # The original's continuation is the answer's from ``at`` (from 0 when at == 0: stretch()).
     bounds = [
-        (len(continuation(answer[:at])) if at else 0, len(continuation(answer[: v.cut])))
-        for v, at in zip(variants, starts, strict=True)
+        (len(continuation(answer[: starts[r]])) if starts[r] else 0, len(continuation(answer[: v.cut])))
+        for r, v in zip(kept, variants_kept, strict=True)
     ]
-    return BindingPlan(variants, [p[0] for p in pairs], [p[1] for p in pairs], ranks, bounds)
+    return BindingPlan(
+        variants_kept,
+        [pairs[r][0] for r in kept],
+        [pairs[r][1] for r in kept],
+        kept_ranks,
+        bounds,
+        left_out,
+    )
 
 
 def answer_totals(plan: BindingPlan, own: ContinuationScore) -> list[float | None]:

@@ -313,7 +313,7 @@ class GroundingScorer:
         plan = _Plan(selection, empty, full, chosen, vocabulary, is_refusal(answer), answer)
         if self.binding is not None and not plan.refusal:
             plan.binding = plan_binding(
-                answer, [chosen.context], full, self.template.continuation, self.binding
+                answer, [chosen.context], full, self.template.continuation, self.binding, self._fits
             )
         if attribution and len(chosen.parts) > 1:
             # Leave-one-out over the kept documents only: the others were not read (the row lists them).
@@ -341,6 +341,14 @@ class GroundingScorer:
                 field="answer",
             )
         return budget
+
+    def _fits(self, request: ScoreRequest) -> bool:
+        """Whether ``request`` fits the model window with the margin the row's own request keeps.
+        Tokens are counted only for a text long enough to need it (a byte-level tokenizer makes at most
+        one token per UTF-8 byte)."""
+        limit = self.model.info.context_window - _WINDOW_MARGIN
+        text = request.prompt + request.continuation
+        return len(text.encode("utf-8")) + _WINDOW_MARGIN <= limit or self.model.count_tokens(text) <= limit
 
     def _remember(self, req: ScoreRequest, res: ContinuationScore) -> None:
         self._empty_cache[req] = res
@@ -453,6 +461,11 @@ class GroundingScorer:
             )
         if plan.selection.fallback == "all_words":
             notes.append("no content word left after filtering; scored all words of the answer")
+        if plan.binding is not None and plan.binding.left_out:
+            notes.append(
+                f"binding check: {plan.binding.left_out} variant(s) left out: longer than the answer,"
+                " they would not fit the model window"
+            )
         result = GroundingResult(
             consens=consens,
             consens_raw=raw,

@@ -158,9 +158,11 @@ def _bare(norm: str) -> str:
 
 
 def _plain_word(norm: str) -> bool:
-    """Not a number, ordinal, month or weekday (those are spans of their own kinds)."""
+    """Not a number, ordinal, month or weekday (those are spans of their own kinds, a possessive
+    one too: "Sunday's game" holds a weekday, not a name)."""
+    bare = _bare(norm)
     return not (
-        norm in _MONTHS or norm in _WEEKDAYS or number_value(norm) is not None or _ordinal_value(norm)
+        bare in _MONTHS or bare in _WEEKDAYS or number_value(norm) is not None or _ordinal_value(norm)
     )
 
 
@@ -174,6 +176,8 @@ def bindable_spans(text: str, other_texts: Sequence[str] = ()) -> list[BindableS
     [('month', 'March', ''), ('year', '2004', ''), ('name', 'Oslo', ''), ('number', '40', 'staff')]
     >>> [(s.kind, s.value) for s in bindable_spans("From the second day on, she was fourth.")]
     [('ordinal', '2'), ('ordinal', '4')]
+    >>> [(s.kind, s.text) for s in bindable_spans("Torpedo Moscow fans sang at Sunday's game.")]
+    [('name', 'Torpedo Moscow'), ('weekday', 'Sunday')]
     """
     words = split_words(text)
     starts = _sentence_starts(text)
@@ -214,17 +218,17 @@ def bindable_spans(text: str, other_texts: Sequence[str] = ()) -> list[BindableS
             spans.append(BindableSpan("name", name, first.start, last.end, name_value(name)))
             i = j
             continue
-        kind, value = "", ""
+        kind, value, end = "", "", w.end
         if _YEAR.match(norm):
             kind, value = "year", norm
         elif (number := number_value(norm)) is not None:
             kind, value = "number", number
         elif (ordinal := _ordinal_value(norm)) is not None:
             kind, value = "ordinal", ordinal
-        elif norm in _MONTHS:
-            kind, value = "month", norm
-        elif norm in _WEEKDAYS:
-            kind, value = "weekday", norm
+        elif _bare(norm) in _MONTHS or _bare(norm) in _WEEKDAYS:
+            # The span stops before a possessive: "Sunday's" rebinds as "Monday's".
+            kind = "month" if _bare(norm) in _MONTHS else "weekday"
+            value, end = _bare(norm), w.end - (len(norm) - len(_bare(norm)))
         if kind:
             unit = ""
             if kind == "number" and i + 1 < len(words) and text[w.end : words[i + 1].start].strip() == "":
@@ -232,7 +236,7 @@ def bindable_spans(text: str, other_texts: Sequence[str] = ()) -> list[BindableS
                 unit = "" if is_closed_class(nxt) else nxt
             if kind == "number" and text[max(0, w.start - 1) : w.start] in "$€£¥" and w.start > 0:
                 unit = text[w.start - 1] + unit
-            spans.append(BindableSpan(kind, w.text, w.start, w.end, value, unit))
+            spans.append(BindableSpan(kind, text[w.start : end], w.start, end, value, unit))
         i += 1
     return spans
 
