@@ -11,6 +11,9 @@ the recombined rows still called ``grounded``. Both halves are pooled (nothing i
 
     python -m papers.consens.binding_readers --sets hand,halueval,recombined-squad \\
         docs/results/consens/binding docs/results/consens/binding-qwen2.5-coder-0.5b
+
+``--amendment-2`` gives the figures under amendment 2's filters too (papers/consens/binding_narrow.py:
+its variants dropped from each reader's rows; the contexts rebuilt from the shared data).
 """
 
 from __future__ import annotations
@@ -25,12 +28,17 @@ from papers.consens.binding_check import (
     DEFAULT_CHECK,
     HAND_SET,
     RECOMBINATION_SETS,
+    Narrowing,
     auroc,
     auroc_ci,
+    dev_sets,
+    hand_rows,
     hand_verdicts,
+    recombination_sets,
     stored_rows,
     support_with,
 )
+from papers.consens.binding_narrow import narrowing
 
 
 def scored_pairs(folder: Path, name: str) -> set[str]:
@@ -41,9 +49,11 @@ def scored_pairs(folder: Path, name: str) -> set[str]:
     return {g for g, labels in groups.items() if labels == {0, 1}}
 
 
-def reader_figures(folder: Path, name: str, pairs: set[str]) -> dict[str, Any]:
-    """One reader's figures on the given groups of one set."""
-    rows = [r for r in stored_rows(folder, name) if r["group"] in pairs]
+def reader_figures(
+    folder: Path, name: str, pairs: set[str], narrow: Narrowing | None = None
+) -> dict[str, Any]:
+    """One reader's figures on the given groups of one set (``narrow``: amendment 2's filters)."""
+    rows = [r for r in stored_rows(folder, name, narrow) if r["group"] in pairs]
     m, lift = DEFAULT_CHECK.min_margin, DEFAULT_CHECK.min_lift
     variants = 16 if name in RECOMBINATION_SETS else 8
     labels = [r["label"] for r in rows]
@@ -61,12 +71,23 @@ def reader_figures(folder: Path, name: str, pairs: set[str]) -> dict[str, Any]:
     return out
 
 
-def compare(folders: Sequence[Path], names: Sequence[str]) -> dict[str, Any]:
+def compare(folders: Sequence[Path], names: Sequence[str], narrow: Narrowing | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in names:
         common = set.intersection(*(scored_pairs(f, name) for f in folders))
-        out[name] = {"groups": len(common), **{f.name: reader_figures(f, name, common) for f in folders}}
+        out[name] = {
+            "groups": len(common),
+            **{f.name: reader_figures(f, name, common, narrow) for f in folders},
+        }
     return out
+
+
+def amendment_2(names: Sequence[str]) -> Narrowing:
+    """Amendment 2's filters (papers/consens/binding_narrow.py) for the rows of the named sets: the
+    variants are the reader's own text side, the same for every reader."""
+    items = {**recombination_sets(), **dev_sets(), HAND_SET: hand_rows()}
+    narrow, _ = narrowing({k: v for k, v in items.items() if k in names})
+    return narrow
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -74,8 +95,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--sets", default=HAND_SET)
     parser.add_argument("--out", type=Path, default=None, help="also write the figures here (JSON)")
+    parser.add_argument(
+        "--amendment-2", action="store_true", help="also give the figures under amendment 2's filters"
+    )
     args = parser.parse_args(argv)
-    result = compare(args.folders, [s for s in args.sets.split(",") if s])
+    names = [s for s in args.sets.split(",") if s]
+    result = compare(args.folders, names)
+    if args.amendment_2:
+        result = {"amendment_1": result, "amendment_2": compare(args.folders, names, amendment_2(names))}
     text = json.dumps(result, indent=1, allow_nan=False)
     if args.out is not None:
         args.out.write_text(text + "\n", encoding="utf-8")

@@ -99,9 +99,11 @@ def rescored(name: str, items: dict[str, Item]) -> list[dict[str, Any]]:
         stored, candidate = flags(words, items[row["id"]].contexts)
         before = support(words, stored)
         # The binding rows were scored with the check at its loosest: their stored score is the one
-        # without it only where it found nothing.
-        if not result.get("binding") and abs(before - result["consens"]) > 1e-9:
-            raise RuntimeError(f"{name} {row['id']}: {before} recomputed, {result['consens']} stored")
+        # without it only where it found nothing. The stored flags are the run's own (rows scored
+        # after the match was adopted carry it), so the recomputation is checked against them.
+        as_stored = support(words, [bool(w["stated"]) for w in words])
+        if not result.get("binding") and abs(as_stored - result["consens"]) > 1e-9:
+            raise RuntimeError(f"{name} {row['id']}: {as_stored} recomputed, {result['consens']} stored")
         out.append(
             {
                 "id": row["id"],
