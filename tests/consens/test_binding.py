@@ -286,3 +286,27 @@ def test_a_variant_past_the_model_window_is_left_out_and_noted() -> None:
     long_name = "Maximilian Alexander Fitzgerald Worthington Montgomery Smythe Hale Ivo Jan Kurt Lem"
     assert any(f.replacement == long_name for f in roomy.binding or [])
     assert not any(f.replacement == long_name for f in tight.binding)
+
+
+def test_stretches_read_from_their_own_requests_give_the_same_findings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A token across a stretch's end (Qwen's ".\n\n") makes the answer's own scores unable to give
+    # that stretch: it is then scored as its own request, under the context in the first step and
+    # without it in the second (a WikiEval row once sent the context's request to the no-context
+    # group). Forcing every stretch down that path gives the same findings.
+    import ragsense.consens._scorer as scorer_module
+
+    reader = _Reader()
+    read_off = _score(reader, WRONG).binding
+    monkeypatch.setattr(scorer_module, "answer_totals", lambda plan, own: [None] * len(plan.variants))
+    own_requests = _score(reader, WRONG).binding
+    assert read_off and own_requests and len(read_off) == len(own_requests)
+    for a, b in zip(read_off, own_requests, strict=True):
+        assert (a.kind, a.original, a.replacement, a.variant) == (
+            b.kind,
+            b.original,
+            b.replacement,
+            b.variant,
+        )
+        assert abs(a.margin - b.margin) <= 1e-9 and abs(a.lift - b.lift) <= 1e-9

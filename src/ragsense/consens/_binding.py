@@ -316,9 +316,17 @@ def answer_totals(plan: BindingPlan, own: ContinuationScore) -> list[float | Non
     return totals
 
 
-def own_requests(plan: BindingPlan, totals: Sequence[float | None]) -> list[ScoreRequest]:
-    """The original stretches that :func:`answer_totals` could not read: they are scored as requests."""
-    return [plan.originals[i] for i, total in enumerate(totals) if total is None]
+def own_requests(originals: Mapping[int, ScoreRequest], totals: Sequence[float | None]) -> list[ScoreRequest]:
+    """The original stretches that :func:`answer_totals` could not read, among ``originals`` (variant
+    index -> the answer's stretch request under the step's prompt: every variant's under the context,
+    the preferred variants' without it): they are scored as requests.
+
+    >>> from ragsense.models import ScoreRequest
+    >>> without = {1: ScoreRequest("Q: It is", " red.")}
+    >>> own_requests(without, [None, None, -2.0])  # variant 0 is not asked without the context
+    [ScoreRequest(prompt='Q: It is', continuation=' red.', splits=())]
+    """
+    return [originals[i] for i, total in enumerate(totals) if total is None and i in originals]
 
 
 def _total(score: ContinuationScore) -> float:

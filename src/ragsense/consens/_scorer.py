@@ -218,7 +218,7 @@ class GroundingScorer:
         if check is None or not checked:
             return {}, {}
         with_context = await self._answer_groups(
-            [(plan.full, plan.full, bp, bp.with_context) for _, plan, bp in checked]
+            [(plan.full, bp, bp.with_context, dict(enumerate(bp.originals))) for _, plan, bp in checked]
         )
         margins: dict[int, list[float]] = {}
         without: dict[int, list[tuple[int, ScoreRequest, ScoreRequest]]] = {}
@@ -228,8 +228,13 @@ class GroundingScorer:
                 bp, margins[i], plan.empty, plan.answer, self.template.continuation, check
             )
         asked = [(i, plan, bp) for i, plan, bp in checked if without[i]]
+        # Without the context, a stretch the answer's own tokens cannot give is read from the
+        # answer's no-context request for that variant (never its request under the context).
         no_context = await self._answer_groups(
-            [(plan.empty, plan.empty, bp, [v for _, v, _ in without[i]]) for i, plan, bp in asked]
+            [
+                (plan.empty, bp, [v for _, v, _ in without[i]], {k: o for k, _, o in without[i]})
+                for i, plan, bp in asked
+            ]
         )
         scored_without = {i: result for (i, _, _), result in zip(asked, no_context, strict=True)}
         findings = {}
@@ -240,22 +245,23 @@ class GroundingScorer:
         return findings, own
 
     async def _answer_groups(
-        self, rows: Sequence[tuple[ScoreRequest, ScoreRequest, BindingPlan, Sequence[ScoreRequest]]]
+        self,
+        rows: Sequence[tuple[ScoreRequest, BindingPlan, Sequence[ScoreRequest], Mapping[int, ScoreRequest]]],
     ) -> list[tuple[dict[ScoreRequest, ContinuationScore], list[float | None]]]:
-        """Per ``(prompt, the answer's request, plan, variant requests)``: the scores of one group of
-        the answer and the variants after the prompt, and the answer's stretches read off its score.
-        A stretch that is not a run of its tokens (:func:`answer_totals` None, rare) is scored as its
-        own request in a further call."""
+        """Per ``(the answer's request, plan, variant requests, original stretch requests)``: the
+        scores of one group of the answer and the variants after the answer's prompt, and the answer's
+        stretches read off its score. A stretch that is not a run of its tokens (:func:`answer_totals`
+        None, rare: a token across the stretch's end, such as ``".\\n\\n"``) is scored as its own
+        request, from the step's ``originals`` (variant index -> request), in a further call."""
         if not rows:
             return []
-        groups = await self._score_groups(
-            [(prompt, [answer, *variants]) for prompt, answer, _, variants in rows]
-        )
+        groups = await self._score_groups([(answer, [answer, *variants]) for answer, _, variants, _ in rows])
         totals = [
-            answer_totals(bp, found[answer]) for (_, answer, bp, _), found in zip(rows, groups, strict=True)
+            answer_totals(bp, found[answer]) for (answer, bp, _, _), found in zip(rows, groups, strict=True)
         ]
         missing = [
-            (prompt, own_requests(bp, tot)) for (prompt, _, bp, _), tot in zip(rows, totals, strict=True)
+            (answer, own_requests(originals, tot))
+            for (answer, _, _, originals), tot in zip(rows, totals, strict=True)
         ]
         if any(requests for _, requests in missing):
             extra = await self._score_groups([m for m in missing if m[1]])
