@@ -13,7 +13,8 @@ the recombined rows still called ``grounded``. Both halves are pooled (nothing i
         docs/results/consens/binding docs/results/consens/binding-qwen2.5-coder-0.5b
 
 ``--amendment-2`` gives the figures under amendment 2's filters too (papers/consens/binding_narrow.py:
-its variants dropped from each reader's rows; the contexts rebuilt from the shared data).
+its variants dropped from each reader's rows; the contexts rebuilt from the shared data), on the sets
+it can be recomputed on (not ``LATER_SETS``, whose variants came from a cut of a long context).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from papers.consens.binding_check import (
     stored_rows,
     support_with,
 )
-from papers.consens.binding_narrow import narrowing
+from papers.consens.binding_narrow import LATER_SETS, narrowing
 
 
 def scored_pairs(folder: Path, name: str) -> set[str]:
@@ -102,7 +103,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     names = [s for s in args.sets.split(",") if s]
     result = compare(args.folders, names)
     if args.amendment_2:
-        result = {"amendment_1": result, "amendment_2": compare(args.folders, names, amendment_2(names))}
+        # Amendment 2 cannot be recomputed on the long-context sets (binding_narrow.LATER_SETS).
+        narrowed = [n for n in names if n not in LATER_SETS]
+        result = {
+            "amendment_1": result,
+            "amendment_2": compare(args.folders, narrowed, amendment_2(narrowed)),
+        }
     text = json.dumps(result, indent=1, allow_nan=False)
     if args.out is not None:
         args.out.write_text(text + "\n", encoding="utf-8")

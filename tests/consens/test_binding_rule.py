@@ -116,6 +116,9 @@ READER_SETS = [
     "wikieval",
     "summarization",
     "summedits",
+    "dialogue",
+    "pubmedqa",
+    "faithbench",
 ]
 """The sets both SmolLM2 and the 0.5B reader scored (binding_readers.json, docs/results.md)."""
 QWEN = FOLDER.parent / "binding-qwen2.5-coder-0.5b"
@@ -146,7 +149,7 @@ def test_the_capable_reader_comparison_comes_from_the_committed_rows() -> None:
         return float(figures["without_check"][0] - figures["with_check"][0])
 
     squad = result["recombined-squad"]
-    assert squad[small]["with_check"][0] > 0.85 > squad[big]["with_check"][0]
+    assert squad[small]["with_check"][0] > squad[big]["with_check"][0] + 0.1
     assert loss("halueval", small) < 0.05 < loss("halueval", big)
     assert loss("summarization", small) <= 0.01 < 0.05 < loss("summarization", big)
 
@@ -154,9 +157,11 @@ def test_the_capable_reader_comparison_comes_from_the_committed_rows() -> None:
 def test_the_capable_reader_under_amendment_2(shared_data: Path) -> None:
     """The same rows under amendment 2's filters (the variants rebuilt from the shared data): with
     the 0.5B reader the check then costs HaluEval nothing, and checks no bare answer."""
+    from papers.consens.binding_narrow import LATER_SETS
     from papers.consens.binding_readers import amendment_2, compare
 
-    result = compare([FOLDER, QWEN], READER_SETS, amendment_2(READER_SETS))
+    narrowed = [name for name in READER_SETS if name not in LATER_SETS]
+    result = compare([FOLDER, QWEN], narrowed, amendment_2(narrowed))
     committed = json.loads((FOLDER.parent / "binding_readers.json").read_text(encoding="utf-8"))
     _same_figures(result, committed["amendment_2"])
     halu, qa = result["halueval"][QWEN.name], result["recombined-qa"][QWEN.name]
