@@ -51,6 +51,11 @@ class _Reader(FakeModel):
         return adjusted
 
 
+def _identity(f: BindingFinding) -> tuple[str, str, str, int]:
+    """What a finding rebinds (kind, original, replacement, rank), without its margin and lift."""
+    return f.kind, f.original, f.replacement, f.variant
+
+
 def _score(model: FakeModel, answer: str, binding: BindingCheck | None = DEFAULT_BINDING) -> GroundingResult:
     [res] = asyncio.run(GroundingScorer(model, binding=binding).score([(QUESTION, CONTEXT, answer)]))
     assert isinstance(res, GroundingResult)
@@ -278,11 +283,7 @@ def test_a_variant_past_the_model_window_is_left_out_and_noted() -> None:
     assert f"{8 - tight.binding_variants} variant(s) left out" in note
     # The variants kept keep their ranks: each finding is the roomy run's finding of that rank.
     by_rank = {f.variant: f for f in roomy.binding or []}
-    assert tight.binding and all(
-        (f.kind, f.original, f.replacement)
-        == (by_rank[f.variant].kind, by_rank[f.variant].original, by_rank[f.variant].replacement)
-        for f in tight.binding
-    )
+    assert tight.binding and all(_identity(f) == _identity(by_rank[f.variant]) for f in tight.binding)
     long_name = "Maximilian Alexander Fitzgerald Worthington Montgomery Smythe Hale Ivo Jan Kurt Lem"
     assert any(f.replacement == long_name for f in roomy.binding or [])
     assert not any(f.replacement == long_name for f in tight.binding)
@@ -303,10 +304,5 @@ def test_stretches_read_from_their_own_requests_give_the_same_findings(
     own_requests = _score(reader, WRONG).binding
     assert read_off and own_requests and len(read_off) == len(own_requests)
     for a, b in zip(read_off, own_requests, strict=True):
-        assert (a.kind, a.original, a.replacement, a.variant) == (
-            b.kind,
-            b.original,
-            b.replacement,
-            b.variant,
-        )
+        assert _identity(a) == _identity(b)
         assert abs(a.margin - b.margin) <= 1e-9 and abs(a.lift - b.lift) <= 1e-9

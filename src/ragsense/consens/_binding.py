@@ -270,10 +270,6 @@ def plan_binding(
     kept = [r for r in ranks if fits is None or fits(pairs[r][0])]
     left_out = len(ranks) - len(kept)
     variants_kept = [variants[r] for r in kept]
-    if kept == list(range(len(variants))):
-        kept_ranks: list[int] | None = None  # every variant, in rank order
-    else:
-        kept_ranks = kept
     # The original's continuation is the answer's from ``at`` (from 0 when at == 0: stretch()).
     bounds = [
         (len(continuation(answer[: starts[r]])) if starts[r] else 0, len(continuation(answer[: v.cut])))
@@ -283,7 +279,7 @@ def plan_binding(
         variants_kept,
         [pairs[r][0] for r in kept],
         [pairs[r][1] for r in kept],
-        kept_ranks,
+        kept,
         bounds,
         left_out,
     )
