@@ -31,11 +31,16 @@ Command (no model is loaded; about a minute for the datasets)::
     python -m papers.consens.binding_narrow --out docs/results/consens/binding
 
 writes ``binding-amendment2.json`` beside ``binding.json`` and prints the tables of docs/results.md.
+It also writes ``kept-ranks.json.gz``: per set and row, the variants rebuilt from the shared data and the
+ranks amendment 2 keeps, so that the tables (and the tests that recompute them) can be read again on a
+machine without the shared datasets (:func:`committed_narrowing`); a test with the data checks the file
+against a fresh rebuild.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -66,6 +71,11 @@ LATER_SETS = ("dialogue", "pubmedqa", "faithbench")
 the part the default context selection kept, which the variants rebuilt here from whole contexts do
 not match: amendment 2 cannot be recomputed on them, and they are reported under amendment 1 only."""
 NARROWED_SETS = tuple(s for s in (*RECOMBINATION_SETS, *DEV_SETS, HAND_SET) if s not in LATER_SETS)
+RANKS_FILE = "kept-ranks.json.gz"
+"""Beside the per-row files: :func:`rebuilt_ranks` as written by :func:`write_ranks`."""
+
+Ranks = dict[tuple[str, str], tuple[list[int], list[tuple[str, str, str]]]]
+"""Per (set, row id): the ranks amendment 2 keeps, and each variant's (kind, original, replacement)."""
 
 
 def kept_ranks(items: Sequence[Item], limit: int) -> dict[str, tuple[list[int], list[tuple[str, str, str]]]]:
@@ -80,13 +90,46 @@ def kept_ranks(items: Sequence[Item], limit: int) -> dict[str, tuple[list[int], 
     return out
 
 
-def narrowing(items: dict[str, list[Item]]) -> tuple[Narrowing, dict[str, dict[str, int]]]:
-    """The row change of rule 1 and, per set, how many variants and findings it keeps."""
-    ranks: dict[tuple[str, str], tuple[list[int], list[tuple[str, str, str]]]] = {}
+def rebuilt_ranks(items: dict[str, list[Item]]) -> Ranks:
+    """Every row's variants and kept ranks, rebuilt from its answer and contexts."""
+    ranks: Ranks = {}
     for name, rows in items.items():
         limit = SCORED_VARIANTS if name in RECOMBINATION_SETS else 8
         for row_id, kept in kept_ranks(rows, limit).items():
             ranks[(name, row_id)] = kept
+    return ranks
+
+
+def write_ranks(folder: Path, ranks: Ranks) -> Path:
+    """``ranks`` as ``folder/kept-ranks.json.gz``, byte for byte the same for the same ranks."""
+    nested: dict[str, dict[str, Any]] = {}
+    for (name, row_id), (keep, variants) in sorted(ranks.items()):
+        nested.setdefault(name, {})[row_id] = {"keep": keep, "variants": [list(v) for v in variants]}
+    text = json.dumps(nested, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
+    path = folder / RANKS_FILE
+    path.write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+    return path
+
+
+def read_ranks(folder: Path, names: Sequence[str] | None = None) -> Ranks:
+    """The committed ranks of ``names`` (default every set in the file)."""
+    nested = json.loads(gzip.decompress((folder / RANKS_FILE).read_bytes()).decode("utf-8"))
+    return {
+        (name, row_id): (list(entry["keep"]), [(k, o, r) for k, o, r in entry["variants"]])
+        for name, rows in nested.items()
+        if names is None or name in names
+        for row_id, entry in rows.items()
+    }
+
+
+def committed_narrowing(folder: Path, names: Sequence[str]) -> Narrowing:
+    """Amendment 2's filters from the committed ranks: no shared data needed."""
+    narrow, _ = narrowing(read_ranks(folder, names))
+    return narrow
+
+
+def narrowing(ranks: Ranks) -> tuple[Narrowing, dict[str, dict[str, int]]]:
+    """The row change of rule 1 and, per set, how many variants and findings it keeps."""
     counts: dict[str, dict[str, int]] = {}
 
     def narrow(row: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +187,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("docs/results/consens/binding"))
     args = parser.parse_args(argv)
     items = {**recombination_sets(), **dev_sets(), HAND_SET: hand_rows()}
-    narrow, counts = narrowing({k: v for k, v in items.items() if k not in LATER_SETS})
+    ranks = rebuilt_ranks({k: v for k, v in items.items() if k not in LATER_SETS})
+    write_ranks(args.out, ranks)
+    narrow, counts = narrowing(ranks)
     before = table(args.out, names=NARROWED_SETS)
     after = table(args.out, narrow, NARROWED_SETS)
     counts = json.loads(json.dumps(counts))  # as the tables' one pass over the rows left them

@@ -13,7 +13,7 @@ the recombined rows still called ``grounded``. Both halves are pooled (nothing i
         docs/results/consens/binding docs/results/consens/binding-qwen2.5-coder-0.5b
 
 ``--amendment-2`` gives the figures under amendment 2's filters too (papers/consens/binding_narrow.py:
-its variants dropped from each reader's rows; the contexts rebuilt from the shared data), on the sets
+its variants dropped from each reader's rows, as its committed ``kept-ranks.json.gz`` lists them), on the sets
 it can be recomputed on (not ``LATER_SETS``, whose variants came from a cut of a long context).
 """
 
@@ -32,14 +32,14 @@ from papers.consens.binding_check import (
     Narrowing,
     auroc,
     auroc_ci,
-    dev_sets,
-    hand_rows,
     hand_verdicts,
-    recombination_sets,
     stored_rows,
     support_with,
 )
-from papers.consens.binding_narrow import LATER_SETS, narrowing
+from papers.consens.binding_narrow import LATER_SETS, committed_narrowing
+
+BINDING_FOLDER = Path(__file__).parents[2] / "docs" / "results" / "consens" / "binding"
+"""SmolLM2's per-row files, beside which amendment 2's kept ranks are committed."""
 
 
 def scored_pairs(folder: Path, name: str) -> set[str]:
@@ -84,11 +84,9 @@ def compare(folders: Sequence[Path], names: Sequence[str], narrow: Narrowing | N
 
 
 def amendment_2(names: Sequence[str]) -> Narrowing:
-    """Amendment 2's filters (papers/consens/binding_narrow.py) for the rows of the named sets: the
-    variants are the reader's own text side, the same for every reader."""
-    items = {**recombination_sets(), **dev_sets(), HAND_SET: hand_rows()}
-    narrow, _ = narrowing({k: v for k, v in items.items() if k in names})
-    return narrow
+    """Amendment 2's filters (papers/consens/binding_narrow.py) for the rows of the named sets, from
+    the ranks it committed: the variants are the text side, the same for every reader."""
+    return committed_narrowing(BINDING_FOLDER, names)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -46,17 +46,16 @@ def test_the_hand_written_rows_give_the_documented_verdicts() -> None:
     assert found["twins_before"] == found["twins_after"]  # the check changed no twin's verdict
 
 
-def test_amendment_2_recomputes_from_the_committed_rows(shared_data: Path) -> None:
+def test_amendment_2_recomputes_from_the_committed_rows() -> None:
     """Amendment 2 (papers/consens/binding_narrow.py) only drops variants, so its figures come from
     the same rows: HaluEval-dev's false alarms on bare answers go (0.604 with amendment 1's check,
     0.805 with amendment 2's, 0.800 without), the hand rows keep their documented verdicts, and the
-    committed binding-amendment2.json says the same (AUROCs within 1e-3). The answers and contexts
-    are rebuilt from the shared datasets (``shared_data``), which the repository does not copy."""
-    from papers.consens.binding_check import auroc, dev_sets, hand_rows, stored_rows, support_with
-    from papers.consens.binding_narrow import narrowing
+    committed binding-amendment2.json says the same (AUROCs within 1e-3). The kept ranks come from the
+    committed kept-ranks.json.gz (checked against the shared data by the next two tests)."""
+    from papers.consens.binding_check import auroc, stored_rows, support_with
+    from papers.consens.binding_narrow import narrowing, read_ranks
 
-    sets = dev_sets()
-    narrow, counts = narrowing({"halueval": sets["halueval"], "hand": hand_rows()})
+    narrow, counts = narrowing(read_ranks(FOLDER, ["halueval", "hand"]))
     rows = [r for r in stored_rows(FOLDER, "halueval") if r["dev"]]
     labels = [r["label"] for r in rows]
 
@@ -80,6 +79,31 @@ def test_amendment_2_recomputes_from_the_committed_rows(shared_data: Path) -> No
     assert (drop["min_margin"], drop["min_lift"]) == (0.0, 1.0)
     assert abs(drop["dev_drop"]["halueval"] - round(without - amendment_2, 4)) <= 1e-3
     assert DEFAULT_BINDING.checkable_only is False  # rule 3: the opt-in check keeps amendment 1's variants
+
+
+def test_the_committed_ranks_of_the_hand_rows_are_rebuilt_by_the_text_rules() -> None:
+    """The hand-written rows live in the repository, so their variants and kept ranks are rebuilt on
+    every machine: a change to ``binding_variants`` or ``checkable_ranks`` that moves them fails here."""
+    from papers.consens.binding_check import hand_rows
+    from papers.consens.binding_narrow import read_ranks, rebuilt_ranks
+
+    assert rebuilt_ranks({"hand": hand_rows()}) == read_ranks(FOLDER, ["hand"])
+
+
+def test_the_committed_ranks_are_rebuilt_from_the_shared_data(shared_data: Path, tmp_path: Path) -> None:
+    """kept-ranks.json.gz is what the text rules give on the shared datasets, set by set and row by
+    row, and rewriting it gives the same bytes."""
+    import gzip
+
+    from papers.consens.binding_check import dev_sets, hand_rows, recombination_sets
+    from papers.consens.binding_narrow import LATER_SETS, RANKS_FILE, read_ranks, rebuilt_ranks, write_ranks
+
+    items = {**recombination_sets(), **dev_sets(), "hand": hand_rows()}
+    rebuilt = rebuilt_ranks({k: v for k, v in items.items() if k not in LATER_SETS})
+    assert rebuilt == read_ranks(FOLDER)
+    written = write_ranks(tmp_path, rebuilt).read_bytes()
+    committed = (FOLDER / RANKS_FILE).read_bytes()
+    assert gzip.decompress(written) == gzip.decompress(committed)
 
 
 def test_the_derived_match_follows_its_rule(shared_data: Path) -> None:
@@ -154,9 +178,9 @@ def test_the_capable_reader_comparison_comes_from_the_committed_rows() -> None:
     assert loss("summarization", small) <= 0.01 < 0.05 < loss("summarization", big)
 
 
-def test_the_capable_reader_under_amendment_2(shared_data: Path) -> None:
-    """The same rows under amendment 2's filters (the variants rebuilt from the shared data): with
-    the 0.5B reader the check then costs HaluEval nothing, and checks no bare answer."""
+def test_the_capable_reader_under_amendment_2() -> None:
+    """The same rows under amendment 2's filters (its committed kept ranks): with the 0.5B reader the
+    check then costs HaluEval nothing, and checks no bare answer."""
     from papers.consens.binding_narrow import LATER_SETS
     from papers.consens.binding_readers import amendment_2, compare
 
