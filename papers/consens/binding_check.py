@@ -336,12 +336,12 @@ def score(
     *,
     model: str | None = None,
     deadline: float | None = None,
-    dev_first: bool = False,
+    half: str | None = None,
 ) -> None:
     """Score every row of the named sets with the loosest check, appending to ``out/binding-<set>.jsonl``
-    (``dev_first``: the development half's rows before the report half's, so that a run stopped at its
-    deadline leaves whole pairs of the half the rule reads; each row is scored on its own, so the order
-    changes no figure)."""
+    (``half``: ``"dev"`` or ``"report"`` scores only that half's rows, so that a run with a deadline
+    finishes the half a rule reads first; each row is scored on its own, so the order changes no
+    figure)."""
     out.mkdir(parents=True, exist_ok=True)
     wanted = set(names)
     sets = {}
@@ -361,8 +361,8 @@ def score(
                 path.write_text(fh.read(), encoding="utf-8")
         done = finished_ids(path)
         todo = [r for r in rows if r.id not in done]
-        if dev_first:
-            todo.sort(key=lambda r: not r.dev)  # stable: the set's own order within each half
+        if half is not None:
+            todo = [r for r in todo if r.dev == (half == "dev")]
         print(f"{name}: {len(rows)} rows, {len(todo)} to score", file=sys.stderr)
         for start in range(0, len(todo), _CHUNK):
             if deadline is not None and time.time() > deadline:
@@ -430,7 +430,8 @@ def support_with(
     return consens_from_word_nll(nll_e, nll_c, Aggregation.SUPPORT, stated)[0]
 
 
-def _lexical(result: dict[str, Any]) -> float:
+def lexical_support(result: dict[str, Any]) -> float:
+    """The trivial baseline: minus the share of the answer's scored words the context does not state."""
     words = result["words"]
     return -sum(1 for w in words if not w["stated"]) / max(1, len(words))
 
@@ -578,8 +579,8 @@ def table(
                 "after": [round(figure(rows, after), 4), auroc_ci(rows, after)],
                 "before": [round(figure(rows, before), 4), auroc_ci(rows, before)],
                 "lexical_support": [
-                    round(figure(rows, lambda r: _lexical(r["result"])), 4),
-                    auroc_ci(rows, lambda r: _lexical(r["result"])),
+                    round(figure(rows, lambda r: lexical_support(r["result"])), 4),
+                    auroc_ci(rows, lambda r: lexical_support(r["result"])),
                 ],
                 "answer_length": [
                     round(figure(rows, lambda r: -r["answer_words"]), 4),
@@ -657,7 +658,7 @@ def halves_table(
             for fn in (
                 lambda r: support_with(r["result"], None, 0.0),
                 lambda r: support_with(r["result"], min_margin, min_lift),
-                lambda r: _lexical(r["result"]),
+                lambda r: lexical_support(r["result"]),
                 lambda r: -r["answer_words"],
                 lambda r: r["result"]["similarity"],
             ):
@@ -674,12 +675,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sets", default=",".join((*RECOMBINATION_SETS, *DEV_SETS)))
     parser.add_argument("--model", default=None)
     parser.add_argument("--minutes", type=float, default=None, help="start no chunk after this many minutes")
-    parser.add_argument("--dev-first", action="store_true", help="score the development halves first")
+    parser.add_argument("--half", choices=("dev", "report"), default=None, help="score only this half")
     args = parser.parse_args(argv)
     if args.command == "score":
         deadline = None if args.minutes is None else time.time() + 60 * args.minutes
         names = [s for s in args.sets.split(",") if s]
-        score(args.out, names, model=args.model, deadline=deadline, dev_first=args.dev_first)
+        score(args.out, names, model=args.model, deadline=deadline, half=args.half)
     else:
         result = table(args.out)
         (args.out / "binding.json").write_text(

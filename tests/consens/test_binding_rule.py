@@ -248,3 +248,44 @@ def test_amendment_3_waits_for_complete_halves(tmp_path: Path) -> None:
     result = decide(tmp_path)
     assert result["decision"] == "not decidable yet"
     assert not any(h["dev"] or h["report"] for h in result["complete_halves"].values())
+
+
+QWEN15 = FOLDER.parent / "binding-qwen2.5-coder-1.5b"
+SETS_15B = [
+    "halueval",
+    "recombined-squad",
+    "recombined-qa",
+    "summedits",
+    "summarization",
+    "dialogue",
+    "pubmedqa",
+    "faithbench",
+]
+
+
+def test_the_larger_reader_on_more_sets_comes_from_the_committed_rows() -> None:
+    """docs/results.md's three readers on the pairs the 1.5B reader scored (binding_readers_15b.json,
+    AUROCs within 1e-3): its check costs HaluEval-dev nothing (the 0.5B's loses 0.04) and passes 0.85 on
+    SQuAD's recombined answers; amendment 3 still turns it off, because the dialogue development half
+    falls by more than 0.01 at every setting of the grid (reader-default.json says the same)."""
+    from papers.consens.binding_reader_default import decide
+    from papers.consens.binding_readers import compare
+
+    folders = [FOLDER, QWEN, QWEN15]
+    result = compare(folders, SETS_15B)
+    committed = json.loads((FOLDER.parent / "binding_readers_15b.json").read_text(encoding="utf-8"))
+    assert {k: v["groups"] for k, v in result.items()} == {k: v["groups"] for k, v in committed.items()}
+    for name, figures in result.items():
+        for folder in folders:
+            for key in ("without_check", "with_check"):
+                assert abs(figures[folder.name][key][0] - committed[name][folder.name][key][0]) <= 1e-3
+    halu = result["halueval"]
+    assert halu[QWEN15.name]["with_check"][0] >= halu[QWEN15.name]["without_check"][0]
+    assert halu[QWEN.name]["with_check"][0] < halu[QWEN.name]["without_check"][0] - 0.03
+    assert result["recombined-squad"][QWEN15.name]["with_check"][0] >= 0.85
+
+    decision = decide(QWEN15)
+    assert decision["decision"] == "off"
+    assert all(g["dev_drop"]["dialogue"] > 0.01 for g in decision["rule4_on_complete_dev_halves"])
+    stored = json.loads((QWEN15 / "reader-default.json").read_text(encoding="utf-8"))
+    assert stored["decision"] == "off" and stored["complete_halves"] == decision["complete_halves"]
