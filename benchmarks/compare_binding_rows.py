@@ -2,7 +2,7 @@
 
     .venv/bin/python -m papers.consens.binding_check score --sets hand,halueval --out /tmp/rescore
     .venv/bin/python -m benchmarks.compare_binding_rows \\
-        docs/results/consens/binding/binding-hand.jsonl /tmp/rescore/binding-hand.jsonl
+        docs/results/consens/binding/binding-hand.jsonl.gz /tmp/rescore/binding-hand.jsonl
 
 Used to check that a change of route (issue 49's packed pass) leaves the committed findings as they
 were: for the rows both files hold, it counts the rows whose findings (kind, original, replacement,
