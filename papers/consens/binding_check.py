@@ -436,6 +436,24 @@ def lexical_support(result: dict[str, Any]) -> float:
     return -sum(1 for w in words if not w["stated"]) / max(1, len(words))
 
 
+BASELINES: dict[str, Callable[[dict[str, Any]], float]] = {
+    "lexical_support": lambda r: lexical_support(r["result"]),
+    "answer_length": lambda r: -r["answer_words"],  # shorter ranked more grounded
+    "similarity": lambda r: r["result"]["similarity"],  # MiniLM, answer against context
+}
+"""The trivial baselines every figure stands beside, each a score of one stored row (the text's or
+MiniLM's, the same for every reader)."""
+
+
+def baseline_figures(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+    """AUROC [95% interval] of each of :data:`BASELINES` on ``rows``."""
+    labels = [r["label"] for r in rows]
+    return {
+        key: [round(auroc(labels, [fn(r) for r in rows]), 4), auroc_ci(rows, fn)]
+        for key, fn in BASELINES.items()
+    }
+
+
 def auroc(labels: Sequence[int], scores: Sequence[float]) -> float:
     """:func:`ragsense.stats.roc_auc` of label 1 over label 0 (NaN when a side is empty: a half or a
     resample with one class has no AUROC)."""
@@ -578,18 +596,7 @@ def table(
                 "rows": len(rows),
                 "after": [round(figure(rows, after), 4), auroc_ci(rows, after)],
                 "before": [round(figure(rows, before), 4), auroc_ci(rows, before)],
-                "lexical_support": [
-                    round(figure(rows, lambda r: lexical_support(r["result"])), 4),
-                    auroc_ci(rows, lambda r: lexical_support(r["result"])),
-                ],
-                "answer_length": [
-                    round(figure(rows, lambda r: -r["answer_words"]), 4),
-                    auroc_ci(rows, lambda r: -r["answer_words"]),
-                ],
-                "similarity": [
-                    round(figure(rows, lambda r: r["result"]["similarity"]), 4),
-                    auroc_ci(rows, lambda r: r["result"]["similarity"]),
-                ],
+                **baseline_figures(rows),
             }
         with16 = score_fn16(chosen["min_margin"], lift)
         for k in RECOMBINATION_SETS:
@@ -658,9 +665,7 @@ def halves_table(
             for fn in (
                 lambda r: support_with(r["result"], None, 0.0),
                 lambda r: support_with(r["result"], min_margin, min_lift),
-                lambda r: lexical_support(r["result"]),
-                lambda r: -r["answer_words"],
-                lambda r: r["result"]["similarity"],
+                *BASELINES.values(),
             ):
                 y = [r["label"] for r in part]
                 cells.append(_fig([auroc(y, [fn(r) for r in part]), auroc_ci(part, fn)]))

@@ -74,11 +74,13 @@ NARROWED_SETS = tuple(s for s in (*RECOMBINATION_SETS, *DEV_SETS, HAND_SET) if s
 RANKS_FILE = "kept-ranks.json.gz"
 """Beside the per-row files: :func:`rebuilt_ranks` as written by :func:`write_ranks`."""
 
-Ranks = dict[tuple[str, str], tuple[list[int], list[tuple[str, str, str]]]]
-"""Per (set, row id): the ranks amendment 2 keeps, and each variant's (kind, original, replacement)."""
+Kept = tuple[list[int], list[tuple[str, str, str]]]
+"""One row's ranks amendment 2 keeps, and each variant's (kind, original, replacement)."""
+Ranks = dict[tuple[str, str], Kept]
+"""Per (set, row id): its :data:`Kept`."""
 
 
-def kept_ranks(items: Sequence[Item], limit: int) -> dict[str, tuple[list[int], list[tuple[str, str, str]]]]:
+def kept_ranks(items: Sequence[Item], limit: int) -> dict[str, Kept]:
     """Per row id: the ranks amendment 2 keeps, and each variant's (kind, original, replacement)."""
     out = {}
     for it in items:

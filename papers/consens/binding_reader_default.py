@@ -1,7 +1,9 @@
 """Issue 46, amendment 3: may the binding check be on by default for a capable reader?
 
-AMENDMENT 3 (committed 2026-11-29, before the rows it decides on were scored; what had been seen of the
-1.5B reader by then is stated below)
+AMENDMENT 3 (committed 2026-11-29, before the 1.5B reader's development halves were scored; what had
+been seen of the 1.5B reader by then is stated below. Every row of the 0.5B reader had been scored and
+its figures read (binding_readers.json) before this was written: for that reader the amendment is a
+re-reading of known figures, not a test)
 
 The check is off by default because rules 4 and 5 (papers/consens/binding_check.py) found no eligible
 setting with the bundled SmolLM2-135M, and the 0.5B reader fails them too (binding_readers.json:

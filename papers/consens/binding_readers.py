@@ -32,8 +32,8 @@ from papers.consens.binding_check import (
     Narrowing,
     auroc,
     auroc_ci,
+    baseline_figures,
     hand_verdicts,
-    lexical_support,
     stored_rows,
     support_with,
 )
@@ -73,21 +73,6 @@ def reader_figures(
     return out
 
 
-def baselines(folder: Path, name: str, pairs: set[str]) -> dict[str, Any]:
-    """The trivial baselines on the same rows: lexical support (the share of the answer's scored words
-    the context states) and answer length (shorter ranked more grounded); both are the text's, the same
-    for every reader."""
-    rows = [r for r in stored_rows(folder, name) if r["group"] in pairs]
-    labels = [r["label"] for r in rows]
-    out: dict[str, Any] = {}
-    for key, fn in (
-        ("lexical_support", lambda r: lexical_support(r["result"])),
-        ("answer_length", lambda r: -r["answer_words"]),
-    ):
-        out[key] = [round(auroc(labels, [fn(r) for r in rows]), 4), auroc_ci(rows, fn)]
-    return out
-
-
 def compare(folders: Sequence[Path], names: Sequence[str], narrow: Narrowing | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in names:
@@ -95,7 +80,7 @@ def compare(folders: Sequence[Path], names: Sequence[str], narrow: Narrowing | N
         out[name] = {
             "groups": len(common),
             **{f.name: reader_figures(f, name, common, narrow) for f in folders},
-            "baselines": baselines(folders[0], name, common),
+            "baselines": baseline_figures([r for r in stored_rows(folders[0], name) if r["group"] in common]),
         }
     return out
 
