@@ -1,0 +1,186 @@
+"""Issue 46, item 3: should a word the reader itself predicts under the context count as supported?
+
+THE RULE (committed in this docstring before any figure below was computed)
+
+``support`` gives an unstated word the support probability ``sigmoid(d - 1)``, ``d`` the word's contrast
+``nll_empty - nll_context``. A word the reader predicts with near certainty under the context *and* the
+answer so far ("time" in "at the time", the rest of a phrase the earlier words began) then counts as
+unsupported (``d`` near 0 gives 0.27) although it adds no claim of its own: the earlier words made it.
+The bundled sample's grounded Eiffel answer lists "time" (``nll_context`` 0.00) as a reason it is not
+``grounded``.
+
+1. **Candidate**: an unstated word's support probability is ``max(sigmoid(d - 1), exp(-nll_context))``:
+   at least the reader's own probability of the word under the context and the answer before it, so a
+   word the context (with the answer so far) implies is supported as much as the reader believes it.
+   Stated words keep probability 1; nothing else changes (same bands, same score formula).
+2. **Rows**: the committed per-row outputs of the bundled SmolLM2-135M with the default settings that
+   store each row's scored words, their NLLs and stated flags, as in
+   :mod:`papers.consens.derived_words`: ``binding-{wikieval,halueval,summarization,summedits,qa}
+   .jsonl.gz`` (docs/results/consens/binding; the score without the binding check) and
+   ``verdict/verdict-dialogue.jsonl.gz``, with their pre-registered halves. Nothing is scored again; the
+   score is ``support`` recomputed from the stored NLLs and flags (checked to give the stored score).
+3. **Decision**: the candidate becomes the default (``ragsense.consens._math``) if, on the
+   **development halves**, no set's AUROC falls by more than 0.01 and their mean does not fall (the
+   derived match's rule). Reported, none used to choose: the report halves, the hand-written rows'
+   verdicts (recombined rows and paraphrase twins) and the bundled sample's rows, each beside the figures
+   without it. Only one candidate is computed: no threshold is tuned.
+
+Command (no model is loaded, no shared data is read)::
+
+    python -m papers.consens.implied_words --out docs/results/consens/implied_words.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from papers.consens.binding_check import HAND_SET, auroc, auroc_ci
+from papers.consens.derived_words import SAMPLE, SAMPLE_DATA, SOURCES, _rows, support
+from ragsense.consens import default_bands
+from ragsense.consens._math import SUPPORT_MIDPOINT
+
+
+def _log_sigmoid(x: float) -> float:
+    return -math.log1p(math.exp(-x)) if x > -30 else x
+
+
+def implied_support(words: Sequence[dict[str, Any]]) -> float:
+    """The candidate's score of stored words: ``2 exp(r) - 1``, ``r`` the mean log support probability
+    with an unstated word's probability at least ``exp(-nll_context)``.
+
+    >>> w = [{"nll_empty": 0.0, "nll_context": 0.0, "stated": False}]
+    >>> round(support(w, [False]), 4), implied_support(w)  # sigmoid(-1) -> 1
+    (-0.4621, 1.0)
+    """
+    logs = []
+    for w in words:
+        if w["stated"]:
+            logs.append(0.0)
+            continue
+        d = float(w["nll_empty"]) - float(w["nll_context"])
+        logs.append(max(_log_sigmoid(d - SUPPORT_MIDPOINT), -float(w["nll_context"])))
+    return 2.0 * math.exp(math.fsum(logs) / len(logs)) - 1.0
+
+
+def rescored(name: str) -> list[dict[str, Any]]:
+    """One set's stored rows with the score as shipped and under the candidate."""
+    out = []
+    for row in _rows(SOURCES[name]):
+        result = row["result"]
+        if result.get("refusal") or result.get("verdict") == "refusal" or not result.get("words"):
+            continue
+        words = result["words"]
+        if any("stated" not in w for w in words):
+            raise RuntimeError(f"{name} {row['id']}: stored words carry no stated flags")
+        before = support(words, [bool(w["stated"]) for w in words])
+        # Binding rows store the score with the check at its loosest: it equals the plain score only
+        # where the check found nothing, which is where the recomputation is checked.
+        if not result.get("binding") and abs(before - result["consens"]) > 1e-9:
+            raise RuntimeError(f"{name} {row['id']}: {before} recomputed, {result['consens']} stored")
+        after = implied_support(words)
+        out.append(
+            {
+                "id": row["id"],
+                "dev": row["dev"],
+                "label": row["label"],
+                "before": before,
+                "after": after,
+                "implied": [
+                    w["word"]
+                    for w in words
+                    if not w["stated"]
+                    and -float(w["nll_context"])
+                    > _log_sigmoid(float(w["nll_empty"]) - float(w["nll_context"]) - SUPPORT_MIDPOINT)
+                ],
+            }
+        )
+    return out
+
+
+def _figure(rows: Sequence[dict[str, Any]], key: str) -> list[Any]:
+    value = auroc([r["label"] for r in rows], [r[key] for r in rows])
+    return [round(value, 4), auroc_ci(rows, lambda r: r[key])]
+
+
+def sample_rows() -> list[dict[str, Any]]:
+    """The bundled sample's rows (committed golden output) under the shipped score and the candidate."""
+    golden = json.loads(SAMPLE.read_text(encoding="utf-8"))
+    lines = SAMPLE_DATA.read_text(encoding="utf-8").splitlines()
+    records = {r["id"]: r for r in (json.loads(line) for line in lines if line.strip())}
+    bands = default_bands()
+    out = []
+    for g in golden:
+        if g.get("verdict") == "refusal" or not g.get("words"):
+            continue
+        before = support(g["words"], [bool(w["stated"]) for w in g["words"]])
+        after = implied_support(g["words"])
+        out.append(
+            {
+                "id": g["id"],
+                "expected": records[g["id"]].get("expected"),
+                "before": bands.verdict(before),
+                "after": bands.verdict(after),
+                "score_before": round(before, 4),
+                "score_after": round(after, 4),
+            }
+        )
+    return out
+
+
+def run() -> dict[str, Any]:
+    result: dict[str, Any] = {"sets": {}}
+    bands = default_bands()
+    for name in SOURCES:
+        rows = rescored(name)
+        if name == HAND_SET:
+            verdicts: dict[str, dict[str, int]] = {}
+            for r in rows:
+                kind = "twins" if r["label"] == 1 else "recombined"
+                for when in ("before", "after"):
+                    counts = verdicts.setdefault(f"{kind}_{when}", {})
+                    v = bands.verdict(r[when])
+                    counts[v] = counts.get(v, 0) + 1
+            result["hand"] = {k: dict(sorted(v.items())) for k, v in sorted(verdicts.items())}
+            continue
+        entry: dict[str, Any] = {}
+        for half, flag in (("dev", True), ("report", False)):
+            part = [r for r in rows if r["dev"] == flag]
+            if len({r["label"] for r in part}) < 2:
+                continue
+            entry[half] = {
+                "rows": len(part),
+                "before": _figure(part, "before"),
+                "after": _figure(part, "after"),
+                "rows_raised_by_label": {
+                    str(y): sum(r["after"] > r["before"] for r in part if r["label"] == y) for y in (0, 1)
+                },
+            }
+        entry["implied_examples"] = sorted({w for r in rows for w in r["implied"]})[:40]
+        result["sets"][name] = entry
+    dev = {k: v["dev"] for k, v in result["sets"].items() if "dev" in v}
+    drops = {k: round(v["before"][0] - v["after"][0], 4) for k, v in dev.items()}
+    mean_before = sum(v["before"][0] for v in dev.values()) / len(dev)
+    mean_after = sum(v["after"][0] for v in dev.values()) / len(dev)
+    result["dev_drops"] = drops
+    result["dev_mean"] = {"before": round(mean_before, 4), "after": round(mean_after, 4)}
+    result["adopted"] = all(d <= 0.01 for d in drops.values()) and mean_after >= mean_before
+    result["sample"] = sample_rows()
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("docs/results/consens/implied_words.json"))
+    args = parser.parse_args(argv)
+    result = run()
+    args.out.write_text(json.dumps(result, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
