@@ -86,6 +86,7 @@ def rescored(name: str) -> list[dict[str, Any]]:
         out.append(
             {
                 "id": row["id"],
+                "group": row["group"],
                 "dev": row["dev"],
                 "label": row["label"],
                 "before": before,

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from papers.consens.binding_check import auroc
+from papers.consens.binding_check import auroc, auroc_ci
 
 SYNONYMS: tuple[tuple[str, str], ...] = (
     ("runs", "serves"),
@@ -161,6 +161,14 @@ def run() -> dict[str, Any]:
         "synonyms": [[a, b, c] for (a, b), c in zip(SYNONYMS, synonym, strict=True)],
         "opposites": [[a, b, c] for (a, b), c in zip(OPPOSITES, opposite, strict=True)],
         "auroc_synonym_vs_opposite": round(auroc(labels, synonym + opposite), 4),
+        # Each pair is its own group: the interval resamples pairs.
+        "auroc_interval": auroc_ci(
+            [
+                {"group": f"{i:03d}", "label": y, "cosine": c}
+                for i, (y, c) in enumerate(zip(labels, synonym + opposite, strict=True))
+            ],
+            lambda r: float(r["cosine"]),
+        ),
         "shares_at_or_above": shares,
         "passing_taus": passing,
         "build_a_synonym_match": bool(passing),

@@ -131,6 +131,60 @@ def test_the_derived_match_follows_its_rule(shared_data: Path) -> None:
     assert result["hand"] == committed["hand"]
 
 
+def test_the_implied_word_floor_follows_its_rule() -> None:
+    """Item 3 (papers/consens/implied_words.py): recomputed from the committed rows (no shared data),
+    counting a word the reader predicts under the context as supported costs dialogue's and SummEdits'
+    development halves more than 0.01, so ``support`` stays as shipped; the sample's grounded answers
+    stay ``unsure`` under it too."""
+    from papers.consens.implied_words import implied_support, run
+
+    from ragsense.consens import Aggregation, consens_from_word_nll
+
+    result = run()
+    committed = json.loads((FOLDER.parent / "implied_words.json").read_text(encoding="utf-8"))
+    assert result["adopted"] is committed["adopted"] is False
+    assert set(result["dev_drops"]) == {
+        "wikieval",
+        "halueval",
+        "summarization",
+        "summedits",
+        "qa",
+        "dialogue",
+    }
+    for name, drop in result["dev_drops"].items():
+        assert abs(drop - committed["dev_drops"][name]) <= 1e-3
+    assert result["dev_drops"]["dialogue"] > 0.05 and result["dev_drops"]["summedits"] > 0.01
+    assert result["hand"] == committed["hand"]
+    assert [(s["id"], s["before"], s["after"]) for s in result["sample"]] == [
+        (s["id"], s["before"], s["after"]) for s in committed["sample"]
+    ]
+    # A word the reader predicts under the context (probability 0.82, contrast 0) is floored above the
+    # shipped sigmoid(-1); a word less likely under the context keeps the shipped probability.
+    predicted = [{"nll_empty": 0.2, "nll_context": 0.2, "stated": False}]
+    unlikely = [{"nll_empty": 2.0, "nll_context": 1.5, "stated": False}]
+    assert implied_support(predicted) > consens_from_word_nll([0.2], [0.2], Aggregation.SUPPORT, [False])[0]
+    shipped = consens_from_word_nll([2.0], [1.5], Aggregation.SUPPORT, [False])[0]
+    assert abs(implied_support(unlikely) - shipped) <= 1e-12
+
+
+def test_the_synonym_probe_finds_minilm_ranks_opposites_with_synonyms() -> None:
+    """Item 3 (papers/consens/synonym_probe.py): the bundled MiniLM's word cosines, recomputed, give
+    opposites as high a cosine as the twins' synonyms, so no tau passes the pre-registered bar and no
+    embedding match is built."""
+    from papers.consens.synonym_probe import MAX_OPPOSITE_SHARE, run
+
+    result = run()
+    committed = json.loads((FOLDER.parent / "synonym_probe.json").read_text(encoding="utf-8"))
+    assert result["build_a_synonym_match"] is committed["build_a_synonym_match"] is False
+    assert result["passing_taus"] == []
+    assert abs(result["auroc_synonym_vs_opposite"] - committed["auroc_synonym_vs_opposite"]) <= 1e-3
+    assert result["auroc_synonym_vs_opposite"] < 0.6
+    for (a, b, c), (a2, b2, c2) in zip(result["opposites"], committed["opposites"], strict=True):
+        assert (a, b) == (a2, b2) and abs(c - c2) <= 1e-3
+    # Where the match would admit a third of the synonyms it already admits opposites past the bar.
+    assert result["shares_at_or_above"]["0.7"]["opposites"] > MAX_OPPOSITE_SHARE
+
+
 READER_SETS = [
     "hand",
     "halueval",
