@@ -41,12 +41,12 @@ from typing import Any
 
 from papers.consens.binding_check import HAND_SET, auroc, auroc_ci
 from papers.consens.derived_words import SAMPLE, SAMPLE_DATA, SOURCES, _rows, support
-from ragsense.consens import default_bands
-from ragsense.consens._math import SUPPORT_MIDPOINT
+from ragsense.consens import default_bands, support_r
 
 
-def _log_sigmoid(x: float) -> float:
-    return -math.log1p(math.exp(-x)) if x > -30 else x
+def _shipped_log(word: dict[str, Any]) -> float:
+    """The shipped log support probability of one unstated stored word (``support_r`` of it alone)."""
+    return support_r([float(word["nll_empty"]) - float(word["nll_context"])], [False])
 
 
 def implied_support(words: Sequence[dict[str, Any]]) -> float:
@@ -62,8 +62,7 @@ def implied_support(words: Sequence[dict[str, Any]]) -> float:
         if w["stated"]:
             logs.append(0.0)
             continue
-        d = float(w["nll_empty"]) - float(w["nll_context"])
-        logs.append(max(_log_sigmoid(d - SUPPORT_MIDPOINT), -float(w["nll_context"])))
+        logs.append(max(_shipped_log(w), -float(w["nll_context"])))
     return 2.0 * math.exp(math.fsum(logs) / len(logs)) - 1.0
 
 
@@ -92,11 +91,7 @@ def rescored(name: str) -> list[dict[str, Any]]:
                 "before": before,
                 "after": after,
                 "implied": [
-                    w["word"]
-                    for w in words
-                    if not w["stated"]
-                    and -float(w["nll_context"])
-                    > _log_sigmoid(float(w["nll_empty"]) - float(w["nll_context"]) - SUPPORT_MIDPOINT)
+                    w["word"] for w in words if not w["stated"] and -float(w["nll_context"]) > _shipped_log(w)
                 ],
             }
         )
