@@ -36,7 +36,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,8 @@ SAMPLE = ROOT / "tests" / "golden" / "sample.json"
 SAMPLE_DATA = ROOT / "src" / "ragsense" / "data" / "samples" / "sample_rag.jsonl"
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
+def stored_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of one committed gzipped JSON-lines file."""
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
 
@@ -89,7 +90,7 @@ def flags(words: Sequence[dict[str, Any]], contexts: Sequence[str]) -> tuple[lis
 def rescored(name: str, items: dict[str, Item]) -> list[dict[str, Any]]:
     """One set's stored rows with the score before and under the candidate."""
     out = []
-    for row in _rows(SOURCES[name]):
+    for row in stored_rows(SOURCES[name]):
         result = row["result"]
         if result.get("refusal") or result.get("verdict") == "refusal" or not result.get("words"):
             continue
@@ -120,21 +121,75 @@ def rescored(name: str, items: dict[str, Item]) -> list[dict[str, Any]]:
     return out
 
 
-def _figure(rows: Sequence[dict[str, Any]], key: str) -> list[Any]:
+def figure(rows: Sequence[dict[str, Any]], key: str) -> list[Any]:
+    """AUROC of ``r[key]`` for the rows' labels and its 95% interval (groups resampled whole)."""
     value = auroc([r["label"] for r in rows], [r[key] for r in rows])
     return [round(value, 4), auroc_ci(rows, lambda r: r[key])]
 
 
-def sample_rows() -> list[dict[str, Any]]:
-    """The bundled sample's rows from the committed golden output (words, NLLs, stated flags)."""
+def halves(
+    rows: Sequence[dict[str, Any]], moved: Callable[[dict[str, Any]], bool], moved_name: str
+) -> dict[str, Any]:
+    """Each half (``dev``, ``report``) with both labels: its rows, AUROC ``before`` and ``after``, and how
+    many rows of each label ``moved`` (the caller says what moving means, under ``moved_name``)."""
+    entry: dict[str, Any] = {}
+    for half, flag in (("dev", True), ("report", False)):
+        part = [r for r in rows if r["dev"] == flag]
+        if len({r["label"] for r in part}) < 2:
+            continue
+        entry[half] = {
+            "rows": len(part),
+            "before": figure(part, "before"),
+            "after": figure(part, "after"),
+            moved_name: {str(y): sum(moved(r) for r in part if r["label"] == y) for y in (0, 1)},
+        }
+    return entry
+
+
+def hand_verdicts(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """The hand-written rows' verdicts under the shipped bands, before and after, for the recombined
+    rows (label 0) and their paraphrase twins (label 1)."""
+    bands = default_bands()
+    verdicts: dict[str, dict[str, int]] = {}
+    for r in rows:
+        kind = "twins" if r["label"] == 1 else "recombined"
+        for when in ("before", "after"):
+            v = bands.verdict(r[when])
+            counts = verdicts.setdefault(f"{kind}_{when}", {})
+            counts[v] = counts.get(v, 0) + 1
+    return verdicts
+
+
+def decide(sets: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The word rules' decision: adopted if no development half's AUROC falls by more than 0.01 and
+    their mean does not fall. ``sets`` maps a set to :func:`halves`' entry."""
+    dev = {k: v["dev"] for k, v in sets.items() if "dev" in v}
+    drops = {k: round(v["before"][0] - v["after"][0], 4) for k, v in dev.items()}
+    mean_before = sum(v["before"][0] for v in dev.values()) / len(dev)
+    mean_after = sum(v["after"][0] for v in dev.values()) / len(dev)
+    return {
+        "dev_drops": drops,
+        "dev_mean": {"before": round(mean_before, 4), "after": round(mean_after, 4)},
+        "adopted": all(d <= 0.01 for d in drops.values()) and mean_after >= mean_before,
+    }
+
+
+def sample_records() -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The bundled sample's scored rows (committed golden output, refusals and rows without words left
+    out) and its input records by id."""
     golden = json.loads(SAMPLE.read_text(encoding="utf-8"))
     lines = SAMPLE_DATA.read_text(encoding="utf-8").splitlines()
     records = {r["id"]: r for r in (json.loads(line) for line in lines if line.strip())}
+    scored = [g for g in golden if g.get("verdict") != "refusal" and g.get("words")]
+    return scored, records
+
+
+def sample_rows() -> list[dict[str, Any]]:
+    """The bundled sample's rows from the committed golden output (words, NLLs, stated flags)."""
+    golden, records = sample_records()
     bands = default_bands()
     out = []
     for g in golden:
-        if g.get("verdict") == "refusal" or not g.get("words"):
-            continue
         stored, candidate = flags(g["words"], records[g["id"]]["contexts"])
         out.append(
             {
@@ -154,46 +209,20 @@ def sample_rows() -> list[dict[str, Any]]:
 def run() -> dict[str, Any]:
     sets = dev_sets()
     result: dict[str, Any] = {"sets": {}}
-    bands = default_bands()
     for name in SOURCES:
         items = {it.id: it for it in (hand_rows() if name == HAND_SET else sets[name])}
         rows = rescored(name, items)
         if name == HAND_SET:
-            verdicts: dict[str, dict[str, int]] = {}
-            for r in rows:
-                kind = "twins" if r["label"] == 1 else "recombined"
-                for when in ("before", "after"):
-                    v = bands.verdict(r[when])
-                    counts = verdicts.setdefault(f"{kind}_{when}", {})
-                    counts[v] = counts.get(v, 0) + 1
-            result["hand"] = verdicts
+            result["hand"] = hand_verdicts(rows)
             continue
-        entry: dict[str, Any] = {}
-        for half, flag in (("dev", True), ("report", False)):
-            part = [r for r in rows if r["dev"] == flag]
-            if len({r["label"] for r in part}) < 2:
-                continue
-            entry[half] = {
-                "rows": len(part),
-                "before": _figure(part, "before"),
-                "after": _figure(part, "after"),
-                "rows_changed": sum(r["after"] != r["before"] for r in part),
-                "rows_changed_by_label": {
-                    str(y): sum(r["after"] != r["before"] for r in part if r["label"] == y) for y in (0, 1)
-                },
-            }
+        entry = halves(rows, lambda r: bool(r["after"] != r["before"]), "rows_changed_by_label")
+        for figures in entry.values():  # the committed file's key order: the total before its split
+            by_label = figures.pop("rows_changed_by_label")
+            figures["rows_changed"] = sum(by_label.values())
+            figures["rows_changed_by_label"] = by_label
         entry["newly_stated_examples"] = sorted({w for r in rows for w in r["newly_stated"]})[:40]
         result["sets"][name] = entry
-    drops = {
-        k: round(v["dev"]["before"][0] - v["dev"]["after"][0], 4)
-        for k, v in result["sets"].items()
-        if "dev" in v
-    }
-    mean_before = sum(v["dev"]["before"][0] for v in result["sets"].values() if "dev" in v) / len(drops)
-    mean_after = sum(v["dev"]["after"][0] for v in result["sets"].values() if "dev" in v) / len(drops)
-    result["dev_drops"] = drops
-    result["dev_mean"] = {"before": round(mean_before, 4), "after": round(mean_after, 4)}
-    result["adopted"] = all(d <= 0.01 for d in drops.values()) and mean_after >= mean_before
+    result.update(decide(result["sets"]))
     result["sample"] = sample_rows()
     return result
 

@@ -39,8 +39,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from papers.consens.binding_check import HAND_SET, auroc, auroc_ci
-from papers.consens.derived_words import SAMPLE, SAMPLE_DATA, SOURCES, _rows, support
+from papers.consens.binding_check import HAND_SET
+from papers.consens.derived_words import (
+    SOURCES,
+    decide,
+    halves,
+    hand_verdicts,
+    sample_records,
+    stored_rows,
+    support,
+)
 from ragsense.consens import default_bands, support_r
 
 
@@ -69,7 +77,7 @@ def implied_support(words: Sequence[dict[str, Any]]) -> float:
 def rescored(name: str) -> list[dict[str, Any]]:
     """One set's stored rows with the score as shipped and under the candidate."""
     out = []
-    for row in _rows(SOURCES[name]):
+    for row in stored_rows(SOURCES[name]):
         result = row["result"]
         if result.get("refusal") or result.get("verdict") == "refusal" or not result.get("words"):
             continue
@@ -98,21 +106,12 @@ def rescored(name: str) -> list[dict[str, Any]]:
     return out
 
 
-def _figure(rows: Sequence[dict[str, Any]], key: str) -> list[Any]:
-    value = auroc([r["label"] for r in rows], [r[key] for r in rows])
-    return [round(value, 4), auroc_ci(rows, lambda r: r[key])]
-
-
 def sample_rows() -> list[dict[str, Any]]:
     """The bundled sample's rows (committed golden output) under the shipped score and the candidate."""
-    golden = json.loads(SAMPLE.read_text(encoding="utf-8"))
-    lines = SAMPLE_DATA.read_text(encoding="utf-8").splitlines()
-    records = {r["id"]: r for r in (json.loads(line) for line in lines if line.strip())}
+    golden, records = sample_records()
     bands = default_bands()
     out = []
     for g in golden:
-        if g.get("verdict") == "refusal" or not g.get("words"):
-            continue
         before = support(g["words"], [bool(w["stated"]) for w in g["words"]])
         after = implied_support(g["words"])
         out.append(
@@ -130,41 +129,15 @@ def sample_rows() -> list[dict[str, Any]]:
 
 def run() -> dict[str, Any]:
     result: dict[str, Any] = {"sets": {}}
-    bands = default_bands()
     for name in SOURCES:
         rows = rescored(name)
         if name == HAND_SET:
-            verdicts: dict[str, dict[str, int]] = {}
-            for r in rows:
-                kind = "twins" if r["label"] == 1 else "recombined"
-                for when in ("before", "after"):
-                    counts = verdicts.setdefault(f"{kind}_{when}", {})
-                    v = bands.verdict(r[when])
-                    counts[v] = counts.get(v, 0) + 1
-            result["hand"] = {k: dict(sorted(v.items())) for k, v in sorted(verdicts.items())}
+            result["hand"] = hand_verdicts(rows)
             continue
-        entry: dict[str, Any] = {}
-        for half, flag in (("dev", True), ("report", False)):
-            part = [r for r in rows if r["dev"] == flag]
-            if len({r["label"] for r in part}) < 2:
-                continue
-            entry[half] = {
-                "rows": len(part),
-                "before": _figure(part, "before"),
-                "after": _figure(part, "after"),
-                "rows_raised_by_label": {
-                    str(y): sum(r["after"] > r["before"] for r in part if r["label"] == y) for y in (0, 1)
-                },
-            }
+        entry = halves(rows, lambda r: bool(r["after"] > r["before"]), "rows_raised_by_label")
         entry["implied_examples"] = sorted({w for r in rows for w in r["implied"]})[:40]
         result["sets"][name] = entry
-    dev = {k: v["dev"] for k, v in result["sets"].items() if "dev" in v}
-    drops = {k: round(v["before"][0] - v["after"][0], 4) for k, v in dev.items()}
-    mean_before = sum(v["before"][0] for v in dev.values()) / len(dev)
-    mean_after = sum(v["after"][0] for v in dev.values()) / len(dev)
-    result["dev_drops"] = drops
-    result["dev_mean"] = {"before": round(mean_before, 4), "after": round(mean_after, 4)}
-    result["adopted"] = all(d <= 0.01 for d in drops.values()) and mean_after >= mean_before
+    result.update(decide(result["sets"]))
     result["sample"] = sample_rows()
     return result
 

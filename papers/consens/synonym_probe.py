@@ -34,10 +34,7 @@ Command (loads MiniLM only; no shared data)::
 from __future__ import annotations
 
 import argparse
-import asyncio
-import inspect
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -113,36 +110,19 @@ MIN_SYNONYM_SHARE = 0.5
 MAX_OPPOSITE_SHARE = 0.05
 
 
-def cosines(pairs: Sequence[tuple[str, str]], vectors: dict[str, list[float]]) -> list[float]:
-    """The cosine of each pair's two word vectors.
-
-    >>> cosines([("a", "b")], {"a": [1.0, 0.0], "b": [1.0, 1.0]})
-    [0.7071]
-    """
-    out = []
-    for a, b in pairs:
-        u, v = vectors[a], vectors[b]
-        dot = math.fsum(x * y for x, y in zip(u, v, strict=True))
-        norm = math.sqrt(math.fsum(x * x for x in u)) * math.sqrt(math.fsum(y * y for y in v))
-        out.append(round(dot / norm, 4))
-    return out
-
-
-def _embed(words: list[str]) -> dict[str, list[float]]:
+def cosines(pairs: Sequence[tuple[str, str]]) -> list[float]:
+    """Each pair's cosine under the bundled MiniLM, through the shipped similarity baseline (the first
+    word as the "answer", the second as its "context"), rounded to 4 places."""
     from ragsense.embeddings import load_embedder
+    from ragsense.similarity import answer_context_similarity
 
-    embedder = load_embedder("minilm")
-    found = embedder.embed(words)
-    if inspect.isawaitable(found):
-        found = asyncio.run(found)
-    return {w: [float(x) for x in vec] for w, vec in zip(words, found, strict=True)}
+    found = answer_context_similarity([a for a, _ in pairs], [b for _, b in pairs], load_embedder("minilm"))
+    return [round(c, 4) for c in found]
 
 
 def run() -> dict[str, Any]:
-    words = sorted({w for pair in SYNONYMS + OPPOSITES for w in pair})
-    vectors = _embed(words)
-    synonym = cosines(SYNONYMS, vectors)
-    opposite = cosines(OPPOSITES, vectors)
+    synonym = cosines(SYNONYMS)
+    opposite = cosines(OPPOSITES)
     labels = [1] * len(synonym) + [0] * len(opposite)
     shares = {
         str(tau): {
